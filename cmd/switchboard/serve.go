@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/switchboard-hub/switchboard/internal/hub"
+)
+
+func init() { register("serve", "run the hub", runServe) }
+
+func runServe(ctx context.Context, args []string, s stdio) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(s.err)
+	var o hub.Options
+	fs.StringVar(&o.Addr, "addr", envOr("SWITCHBOARD_ADDR", "127.0.0.1:8080"), "listen address (env SWITCHBOARD_ADDR)")
+	fs.StringVar(&o.DataDir, "data", envOr("SWITCHBOARD_DATA", "./switchboard-data"), "data directory of the embedded store (env SWITCHBOARD_DATA)")
+	fs.StringVar(&o.StoreURL, "store", os.Getenv("SWITCHBOARD_STORE"), "store URL: empty for the embedded store, or postgres://… (env SWITCHBOARD_STORE)")
+	fs.BoolVar(&o.Dev, "dev", false, "development mode: auth off (only on a loopback address)")
+	fs.StringVar(&o.AdminToken, "admin-token", "", "operator token (env SWITCHBOARD_ADMIN_TOKEN; default: generated into DATA/admin.token)")
+	fs.StringVar(&o.Host, "host", "", "the hub's host name in agent:// URIs (default: the listen host)")
+	fs.Int64Var(&o.MaxBody, "max-body", 1<<20, "largest request body in bytes")
+	fs.DurationVar(&o.Relay.DefaultTTL, "default-ttl", time.Minute, "TTL of messages that give none")
+	fs.DurationVar(&o.Relay.Retention, "retention", 24*time.Hour, "how long receipts of finished messages are kept")
+	fs.IntVar(&o.Relay.MaxQueue, "max-queue", 100000, "queued messages per receiver before sends are refused with 429 (-1: no limit)")
+	fs.BoolVar(&o.NoSync, "no-sync", false, "do not fsync the embedded store (benchmarks only: a crash can lose accepted messages)")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	fs.Usage = func() {
+		fmt.Fprintln(s.err, "Usage: switchboard serve [flags]\n\nRuns the hub: ATP at /atp/*, operator routes at /healthz, /readyz, /v1/*.\nWith the embedded store (default) nothing else is needed.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return flagExit(err)
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(s.err, "serve: bad -log-level: %v\n", err)
+		return exitUsage
+	}
+	log := slog.New(slog.NewJSONHandler(s.err, &slog.HandlerOptions{Level: lvl}))
+	o.Logger, o.Version = log, version
+	h, err := hub.New(ctx, o)
+	if err != nil {
+		fmt.Fprintf(s.err, "serve: %v\n", err)
+		if errors.Is(err, hub.ErrDevNotLoopback) {
+			return exitUsage
+		}
+		return exitFailure
+	}
+	defer h.Close()
+	ln, err := net.Listen("tcp", o.Addr)
+	if err != nil {
+		fmt.Fprintf(s.err, "serve: %v\n", err)
+		return exitFailure
+	}
+	mode := "auth on"
+	if o.Dev {
+		mode = "dev mode, auth off"
+	} else if o.AdminToken == "" && os.Getenv("SWITCHBOARD_ADMIN_TOKEN") == "" {
+		mode = "auth on, admin token in " + o.DataDir + "/admin.token"
+	}
+	log.Info("switchboard listening", "addr", ln.Addr().String(), "store", storeName(o), "mode", mode, "version", version)
+	if err := h.Serve(ctx, ln); err != nil {
+		log.Error("serve", "err", err)
+		return exitFailure
+	}
+	log.Info("switchboard stopped")
+	return exitOK
+}
+
+func storeName(o hub.Options) string {
+	if o.StoreURL != "" {
+		return "external"
+	}
+	return "sqlite:" + o.DataDir
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,141 @@
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/switchboard-hub/switchboard/internal/core"
+)
+
+// recordKind is the RecordStore kind under which credentials are kept,
+// keyed by the SHA-256 of the token (tokens themselves are never stored).
+const recordKind = "credential"
+
+// TokenPrefix starts every agent token, so leaked tokens are recognisable.
+const TokenPrefix = "sbk_"
+
+// Credentials issues and verifies agent tokens.
+type Credentials struct {
+	Store core.RecordStore
+	Clock core.Clock
+}
+
+// NewToken returns a fresh random token.
+func NewToken() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	return TokenPrefix + hex.EncodeToString(b[:])
+}
+
+// Hash is the stored form of a token.
+func Hash(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// Issue makes a new credential for agentID and returns its token. An agent
+// may hold several credentials (rotation); Revoke removes them all.
+func (c *Credentials) Issue(ctx context.Context, agentID string) (string, error) {
+	tok := NewToken()
+	_, err := c.Store.PutRecord(ctx, core.Record{Kind: recordKind, ID: Hash(tok), Index: agentID,
+		Data: []byte(agentID), UpdatedAt: c.Clock.Now()})
+	if err != nil {
+		return "", fmt.Errorf("issue credential: %w", err)
+	}
+	return tok, nil
+}
+
+// Verify returns the agent a token belongs to.
+func (c *Credentials) Verify(ctx context.Context, token string) (string, error) {
+	rec, err := c.Store.GetRecord(ctx, recordKind, Hash(token))
+	if errors.Is(err, core.ErrNotFound) {
+		return "", fmt.Errorf("unknown token: %w", ErrUnauthenticated)
+	}
+	if err != nil {
+		return "", err
+	}
+	return string(rec.Data), nil
+}
+
+// HasAny reports whether agentID holds a credential.
+func (c *Credentials) HasAny(ctx context.Context, agentID string) (bool, error) {
+	recs, err := c.Store.ListRecords(ctx, recordKind, agentID, 1)
+	return len(recs) > 0, err
+}
+
+// Revoke removes every credential of agentID.
+func (c *Credentials) Revoke(ctx context.Context, agentID string) error {
+	recs, err := c.Store.ListRecords(ctx, recordKind, agentID, 10000)
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		if err := c.Store.DeleteRecord(ctx, recordKind, r.ID); err != nil && !errors.Is(err, core.ErrNotFound) {
+			return err
+		}
+	}
+	return nil
+}
+
+// Authenticator turns a request's bearer token into a Principal.
+type Authenticator struct {
+	// Dev disables auth: every request is a Dev principal.
+	Dev bool
+	// AdminHash is Hash of the admin token.
+	AdminHash string
+	Creds     *Credentials
+}
+
+// Bearer extracts a bearer token from an Authorization header value.
+func Bearer(h string) (string, bool) {
+	const p = "bearer "
+	if len(h) > len(p) && strings.EqualFold(h[:len(p)], p) {
+		return strings.TrimSpace(h[len(p):]), true
+	}
+	return "", false
+}
+
+// Authenticate returns the principal for r. A request without a token is
+// anonymous (handlers refuse what anonymous callers may not do); a request
+// with an invalid token is refused with ErrUnauthenticated.
+func (a *Authenticator) Authenticate(r *http.Request) (Principal, error) {
+	if a.Dev {
+		return Principal{Dev: true}, nil
+	}
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return Principal{}, nil
+	}
+	tok, ok := Bearer(h)
+	if !ok || tok == "" {
+		return Principal{}, fmt.Errorf("authorization header must be 'Bearer <token>': %w", ErrUnauthenticated)
+	}
+	if a.AdminHash != "" && subtle.ConstantTimeCompare([]byte(Hash(tok)), []byte(a.AdminHash)) == 1 {
+		return Principal{Admin: true}, nil
+	}
+	id, err := a.Creds.Verify(r.Context(), tok)
+	if err != nil {
+		return Principal{}, err
+	}
+	return Principal{AgentID: id}, nil
+}
+
+// Middleware authenticates every request and stores the principal in its
+// context; an invalid token is answered 401 by onError.
+func (a *Authenticator) Middleware(next http.Handler, onError func(http.ResponseWriter, *http.Request, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, err := a.Authenticate(r)
+		if err != nil {
+			onError(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(With(r.Context(), p)))
+	})
+}

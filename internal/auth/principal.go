@@ -1,0 +1,67 @@
+// Package auth authenticates requests to the hub and binds them to an
+// identity: an agent (its credential), the operator (the admin token), or,
+// with --dev on loopback, anyone.
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Errors, matched with errors.Is.
+var (
+	// ErrUnauthenticated means the request carried no valid credential.
+	ErrUnauthenticated = errors.New("unauthenticated")
+	// ErrNotPermitted means the credential does not allow the action.
+	ErrNotPermitted = errors.New("not permitted")
+)
+
+// Principal is who a request acts for.
+type Principal struct {
+	// AgentID is the agent the credential belongs to, empty for others.
+	AgentID string
+	// Admin is the operator (admin token).
+	Admin bool
+	// Dev is set when auth is off (--dev): every action is allowed.
+	Dev bool
+}
+
+// Authenticated reports whether the principal proved an identity.
+func (p Principal) Authenticated() bool { return p.Admin || p.AgentID != "" }
+
+type ctxKey struct{}
+
+// With returns ctx carrying p.
+func With(ctx context.Context, p Principal) context.Context { return context.WithValue(ctx, ctxKey{}, p) }
+
+// From returns the principal in ctx (the zero Principal if none).
+func From(ctx context.Context) Principal {
+	p, _ := ctx.Value(ctxKey{}).(Principal)
+	return p
+}
+
+// ActAs checks that the request may act as agentID: send as it, renew it,
+// read its queue.
+func ActAs(ctx context.Context, agentID string) error {
+	p := From(ctx)
+	switch {
+	case p.Dev || p.Admin || (p.AgentID != "" && p.AgentID == agentID):
+		return nil
+	case !p.Authenticated():
+		return fmt.Errorf("acting as %q needs that agent's credential: %w", agentID, ErrUnauthenticated)
+	}
+	return fmt.Errorf("credential of %q cannot act as %q: %w", p.AgentID, agentID, ErrNotPermitted)
+}
+
+// Admin checks that the request is the operator's.
+func Admin(ctx context.Context) error {
+	p := From(ctx)
+	switch {
+	case p.Dev || p.Admin:
+		return nil
+	case !p.Authenticated():
+		return fmt.Errorf("operator action needs the admin token: %w", ErrUnauthenticated)
+	}
+	return fmt.Errorf("operator action needs the admin token: %w", ErrNotPermitted)
+}

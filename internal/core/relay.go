@@ -1,0 +1,493 @@
+package core
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"regexp"
+	"sync"
+	"time"
+)
+
+// Relay errors, matched with errors.Is. Adapters map them to their wire
+// protocol's error answers.
+var (
+	ErrUnknownReceiver = errors.New("unknown receiver")
+	ErrInvalid         = errors.New("invalid")
+	ErrContentType     = errors.New("content type not accepted by receiver")
+	ErrTooLarge        = errors.New("message too large for receiver")
+	ErrForbidden       = errors.New("sender not allowed by receiver")
+)
+
+// Clock tells the time; tests inject a fake one.
+type Clock interface{ Now() time.Time }
+
+// SystemClock is the real clock.
+type SystemClock struct{}
+
+// Now returns the current UTC time.
+func (SystemClock) Now() time.Time { return time.Now().UTC() }
+
+// Delivery is what one delivery attempt returned.
+type Delivery struct {
+	// Kind is OutcomeDelivered, OutcomeRejected or OutcomeRetry.
+	Kind   OutcomeKind
+	Code   int
+	Reply  []byte
+	Err    error
+	Detail string
+}
+
+// Deliverer hands a message to an agent through one kind of endpoint.
+// Deliver must return within ctx's deadline.
+type Deliverer interface {
+	Deliver(ctx context.Context, a *Agent, m *Message) Delivery
+}
+
+// Config tunes the relay. Zero fields take the defaults in brackets.
+type Config struct {
+	Host          string        // the hub's host in agent:// URIs [localhost]
+	DefaultTTL    time.Duration // when a sender gives none [1m]
+	MaxTTL        time.Duration // longest TTL accepted [7 days]
+	DefaultLease  time.Duration // registration lease [300s]
+	MaxLease      time.Duration // [24h]
+	ClaimLease    time.Duration // how long a claimed lane is ours [30s]
+	MaxInFlight   int           // lanes delivered at once [128]
+	PerLane       int           // messages claimed per lane [32]
+	BackoffBase   time.Duration // first retry delay [200ms]
+	BackoffMax    time.Duration // longest retry delay [30s]
+	DeliverTimout time.Duration // one attempt's timeout [10s]
+	Poll          time.Duration // scheduler poll when idle [250ms]
+	Retention     time.Duration // how long terminal receipts are kept [24h]
+	MaxQueue      int           // queued messages per receiver [100000]
+	Skew          time.Duration // sender clock tolerance for "expired" [2s]
+	Owner         string        // this instance's claim owner name [random]
+}
+
+func (c *Config) defaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	if c.Host == "" {
+		c.Host = "localhost"
+	}
+	def(&c.DefaultTTL, time.Minute)
+	def(&c.MaxTTL, 7*24*time.Hour)
+	def(&c.DefaultLease, 300*time.Second)
+	def(&c.MaxLease, 24*time.Hour)
+	def(&c.ClaimLease, 30*time.Second)
+	def(&c.BackoffBase, 200*time.Millisecond)
+	def(&c.BackoffMax, 30*time.Second)
+	def(&c.DeliverTimout, 10*time.Second)
+	def(&c.Poll, 250*time.Millisecond)
+	def(&c.Retention, 24*time.Hour)
+	def(&c.Skew, 2*time.Second)
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = 128
+	}
+	if c.PerLane <= 0 {
+		c.PerLane = 32
+	}
+	if c.MaxQueue == 0 {
+		c.MaxQueue = 100000
+	}
+	if c.Owner == "" {
+		c.Owner = "hub-" + NewID()[:12]
+	}
+}
+
+// Relay accepts, routes and delivers messages.
+type Relay struct {
+	cfg        Config
+	store      Store
+	clock      Clock
+	log        *slog.Logger
+	deliverers map[EndpointKind]Deliverer
+	events     *Bus
+
+	wakeCh chan struct{}
+
+	mu      sync.Mutex
+	waiters map[string][]chan struct{}
+}
+
+// NewRelay makes a relay over store. Register deliverers with
+// SetDeliverer before Run.
+func NewRelay(store Store, clock Clock, cfg Config, log *slog.Logger) *Relay {
+	cfg.defaults()
+	if clock == nil {
+		clock = SystemClock{}
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Relay{
+		cfg:        cfg,
+		store:      store,
+		clock:      clock,
+		log:        log,
+		deliverers: map[EndpointKind]Deliverer{},
+		events:     NewBus(),
+		wakeCh:     make(chan struct{}, 1),
+		waiters:    map[string][]chan struct{}{},
+	}
+}
+
+// Config returns the relay's effective configuration.
+func (r *Relay) Config() Config { return r.cfg }
+
+// Store returns the relay's store.
+func (r *Relay) Store() Store { return r.store }
+
+// Clock returns the relay's clock.
+func (r *Relay) Clock() Clock { return r.clock }
+
+// Events returns the relay's event bus.
+func (r *Relay) Events() *Bus { return r.events }
+
+// SetDeliverer sets the deliverer for an endpoint kind.
+func (r *Relay) SetDeliverer(k EndpointKind, d Deliverer) { r.deliverers[k] = d }
+
+// Deliverable reports whether an endpoint kind has a push deliverer.
+func (r *Relay) Deliverable(k EndpointKind) bool {
+	_, ok := r.deliverers[k]
+	return ok
+}
+
+// NewID returns a random 128-bit id in hex.
+func NewID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`)
+
+// ValidAgentID reports whether id can name an agent.
+func ValidAgentID(id string) bool { return idPattern.MatchString(id) }
+
+// URI returns an agent's agent:// URI on this hub.
+func (r *Relay) URI(agentID string) string { return "agent://" + r.cfg.Host + "/" + agentID }
+
+// Register creates or refreshes an agent and flushes its queue. It returns
+// how many messages are queued for it and whether it is new.
+func (r *Relay) Register(ctx context.Context, a *Agent, lease time.Duration) (queued int, created bool, err error) {
+	if !ValidAgentID(a.ID) {
+		return 0, false, fmt.Errorf("agent id %q: %w", a.ID, ErrInvalid)
+	}
+	lease, err = r.lease(lease)
+	if err != nil {
+		return 0, false, err
+	}
+	if a.Endpoint.Kind == "" {
+		a.Endpoint.Kind = EndpointPull
+	}
+	if a.Endpoint.Kind != EndpointPull && !r.Deliverable(a.Endpoint.Kind) {
+		return 0, false, fmt.Errorf("endpoint kind %q: %w", a.Endpoint.Kind, ErrInvalid)
+	}
+	now := r.clock.Now()
+	a.LeaseSeconds = int(lease / time.Second)
+	a.ExpiresAt = now.Add(lease)
+	a.LastSeen = now
+	a.RegisteredAt = now
+	if created, err = r.store.UpsertAgent(ctx, a); err != nil {
+		return 0, false, err
+	}
+	if queued, err = r.store.Wake(ctx, a.ID, now); err != nil {
+		return 0, created, err
+	}
+	r.Wake()
+	r.events.Publish(Event{Type: EventRegistered, At: now, Agent: a.ID, Queued: queued})
+	return queued, created, nil
+}
+
+func (r *Relay) lease(d time.Duration) (time.Duration, error) {
+	switch {
+	case d == 0:
+		return r.cfg.DefaultLease, nil
+	case d < time.Second || d > r.cfg.MaxLease:
+		return 0, fmt.Errorf("lease %v outside 1s..%v: %w", d, r.cfg.MaxLease, ErrInvalid)
+	}
+	return d, nil
+}
+
+// Heartbeat renews an agent's lease and flushes its queue.
+func (r *Relay) Heartbeat(ctx context.Context, id string, lease time.Duration) (*Agent, int, error) {
+	a, err := r.store.GetAgent(ctx, id)
+	if err != nil {
+		return nil, 0, err
+	}
+	if lease == 0 {
+		lease = time.Duration(a.LeaseSeconds) * time.Second
+	}
+	if lease, err = r.lease(lease); err != nil {
+		return nil, 0, err
+	}
+	now := r.clock.Now()
+	if err := r.store.RenewLease(ctx, id, now.Add(lease), now); err != nil {
+		return nil, 0, err
+	}
+	queued, err := r.store.Wake(ctx, id, now)
+	if err != nil {
+		return nil, 0, err
+	}
+	r.Wake()
+	a.ExpiresAt, a.LastSeen, a.LeaseSeconds = now.Add(lease), now, int(lease/time.Second)
+	return a, queued, nil
+}
+
+// Deregister removes an agent. Its queued messages stay until they are
+// delivered to a new registration or time out.
+func (r *Relay) Deregister(ctx context.Context, id string) error {
+	if err := r.store.DeleteAgent(ctx, id); err != nil {
+		return err
+	}
+	r.events.Publish(Event{Type: EventDeregistered, At: r.clock.Now(), Agent: id})
+	return nil
+}
+
+// SendResult is the answer to Send.
+type SendResult struct {
+	Receipt   Receipt
+	Duplicate bool
+}
+
+// Send accepts a message: when it returns without error the message is
+// durable and will end in exactly one terminal status. m.ID, Sender and
+// Receiver must be set; ReceivedAt and ExpiresAt are set here from the hub's
+// clock.
+func (r *Relay) Send(ctx context.Context, m *Message) (SendResult, error) {
+	if m.ID == "" || len(m.ID) > 200 {
+		return SendResult{}, fmt.Errorf("message_id must be 1..200 characters: %w", ErrInvalid)
+	}
+	if m.Sender == "" || m.Receiver == "" {
+		return SendResult{}, fmt.Errorf("sender and receiver are required: %w", ErrInvalid)
+	}
+	if m.TTL == 0 {
+		m.TTL = r.cfg.DefaultTTL
+	}
+	if m.TTL < time.Millisecond || m.TTL > r.cfg.MaxTTL {
+		return SendResult{}, fmt.Errorf("ttl %v outside 1ms..%v: %w", m.TTL, r.cfg.MaxTTL, ErrInvalid)
+	}
+	if m.Type == "" {
+		m.Type = "message"
+	}
+	recv, err := r.store.GetAgent(ctx, m.Receiver)
+	if errors.Is(err, ErrNotFound) {
+		// A repeated id whose first send was accepted still answers with
+		// the first outcome, even if the receiver has since gone.
+		if rc, err2 := r.store.GetReceipt(ctx, m.ID); err2 == nil && rc.Sender == m.Sender {
+			return SendResult{Receipt: *rc, Duplicate: true}, nil
+		}
+		return SendResult{}, fmt.Errorf("receiver %q: %w", m.Receiver, ErrUnknownReceiver)
+	}
+	if err != nil {
+		return SendResult{}, err
+	}
+	if err := CheckCard(recv, m); err != nil {
+		return SendResult{}, err
+	}
+	now := r.clock.Now()
+	m.ReceivedAt = now
+	m.ExpiresAt = now.Add(m.TTL)
+	rc := Receipt{MessageID: m.ID, Sender: m.Sender, Receiver: m.Receiver, Status: StatusQueued,
+		CreatedAt: now, UpdatedAt: now, ExpiresAt: m.ExpiresAt}
+	if !m.SentAt.IsZero() && m.SentAt.Add(m.TTL+r.cfg.Skew).Before(now) {
+		rc.Status = StatusExpired
+		rc.History = []ReceiptEvent{{At: now, Status: StatusExpired, Detail: "past its ttl on arrival"}}
+	} else {
+		rc.History = []ReceiptEvent{{At: now, Status: StatusQueued, Detail: "accepted"}}
+	}
+	res, err := r.store.Accept(ctx, m, &rc, r.cfg.MaxQueue)
+	if err != nil {
+		return SendResult{}, err
+	}
+	if res.Duplicate {
+		return SendResult{Receipt: res.Receipt, Duplicate: true}, nil
+	}
+	r.events.Publish(Event{Type: EventAccepted, At: now, MessageID: m.ID, Sender: m.Sender, Receiver: m.Receiver,
+		Status: rc.Status, Protocol: m.Protocol, ConversationID: m.ConversationID, CorrelationID: m.CorrelationID, MessageType: m.Type})
+	if rc.Status == StatusQueued {
+		r.Wake()
+	} else {
+		r.notify(m.ID)
+	}
+	if m.CorrelationID != "" {
+		r.notify("result:" + m.CorrelationID)
+	}
+	return SendResult{Receipt: res.Receipt}, nil
+}
+
+// Receipt returns a message's receipt.
+func (r *Relay) Receipt(ctx context.Context, id string) (*Receipt, error) {
+	return r.store.GetReceipt(ctx, id)
+}
+
+// WaitReceipt waits until message id has a terminal receipt or ctx ends.
+func (r *Relay) WaitReceipt(ctx context.Context, id string) (*Receipt, error) {
+	return waitFor(ctx, r, id, func() (*Receipt, bool, error) {
+		rc, err := r.store.GetReceipt(ctx, id)
+		if err != nil {
+			return nil, false, err
+		}
+		return rc, rc.Status.Terminal(), nil
+	})
+}
+
+// WaitResult waits until a message correlated to id arrives or ctx ends.
+func (r *Relay) WaitResult(ctx context.Context, id string) (*Message, error) {
+	return waitFor(ctx, r, "result:"+id, func() (*Message, bool, error) {
+		ms, err := r.store.Results(ctx, id, 1)
+		if err != nil || len(ms) == 0 {
+			return nil, false, err
+		}
+		return ms[0], true, nil
+	})
+}
+
+// waitFor polls check whenever key is notified, and at least every 250ms so
+// that changes made by other hub instances are seen too.
+func waitFor[T any](ctx context.Context, r *Relay, key string, check func() (T, bool, error)) (T, error) {
+	ch := make(chan struct{}, 1)
+	r.mu.Lock()
+	r.waiters[key] = append(r.waiters[key], ch)
+	r.mu.Unlock()
+	defer r.unwait(key, ch)
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		v, ok, err := check()
+		if err != nil || ok {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			var zero T
+			return zero, ctx.Err()
+		case <-ch:
+		case <-t.C:
+		}
+	}
+}
+
+func (r *Relay) unwait(key string, ch chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ws := r.waiters[key]
+	for i, w := range ws {
+		if w == ch {
+			ws = append(ws[:i], ws[i+1:]...)
+			break
+		}
+	}
+	if len(ws) == 0 {
+		delete(r.waiters, key)
+	} else {
+		r.waiters[key] = ws
+	}
+}
+
+func (r *Relay) notify(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ch := range r.waiters[key] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Wake asks the scheduler to look for due work now.
+func (r *Relay) Wake() {
+	select {
+	case r.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+// Pull hands an agent up to limit of its queued messages. With autoAck they
+// count as delivered at once (at-most-once, the tutorial's pending call);
+// otherwise they stay queued, invisible to other pulls for visibility, until
+// Ack.
+func (r *Relay) Pull(ctx context.Context, agentID string, limit int, visibility time.Duration, autoAck bool) ([]*Message, error) {
+	if _, err := r.store.GetAgent(ctx, agentID); err != nil {
+		return nil, err
+	}
+	if visibility <= 0 {
+		visibility = 30 * time.Second
+	}
+	now := r.clock.Now()
+	ms, err := r.store.Pull(ctx, agentID, now, now.Add(visibility), limit, autoAck)
+	if err != nil {
+		return nil, err
+	}
+	if autoAck {
+		for _, m := range ms {
+			r.delivered(m, now, "pulled")
+		}
+	}
+	return ms, nil
+}
+
+// Ack acknowledges pulled messages.
+func (r *Relay) Ack(ctx context.Context, agentID string, ids []string) (int, error) {
+	now := r.clock.Now()
+	n, err := r.store.Ack(ctx, agentID, ids, now)
+	if err != nil {
+		return 0, err
+	}
+	for _, id := range ids {
+		r.notify(id)
+	}
+	return n, nil
+}
+
+func (r *Relay) delivered(m *Message, at time.Time, detail string) {
+	r.events.Publish(Event{Type: EventDelivered, At: at, MessageID: m.ID, Sender: m.Sender, Receiver: m.Receiver,
+		Status: StatusDelivered, Protocol: m.Protocol, ConversationID: m.ConversationID, Detail: detail, Attempts: m.Attempts})
+	r.notify(m.ID)
+}
+
+// Replay re-queues a dead letter with a fresh TTL (its original TTL when
+// ttl is 0).
+func (r *Relay) Replay(ctx context.Context, id string, ttl time.Duration) (*Receipt, error) {
+	m, err := r.store.GetMessage(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if ttl == 0 {
+		ttl = m.TTL
+	}
+	if ttl <= 0 || ttl > r.cfg.MaxTTL {
+		return nil, fmt.Errorf("ttl %v: %w", ttl, ErrInvalid)
+	}
+	now := r.clock.Now()
+	rc, err := r.store.Replay(ctx, id, now, now.Add(ttl))
+	if err != nil {
+		return nil, err
+	}
+	r.Wake()
+	r.events.Publish(Event{Type: EventReplayed, At: now, MessageID: id, Sender: rc.Sender, Receiver: rc.Receiver, Status: StatusQueued})
+	return rc, nil
+}
+
+// Backoff is the delay before retry number attempt (1-based): exponential
+// from BackoffBase, capped at BackoffMax, with jitter in [d/2, d).
+func (r *Relay) Backoff(attempt int) time.Duration {
+	d := r.cfg.BackoffBase
+	for i := 1; i < attempt && d < r.cfg.BackoffMax; i++ {
+		d *= 2
+	}
+	if d > r.cfg.BackoffMax {
+		d = r.cfg.BackoffMax
+	}
+	half := d / 2
+	return half + time.Duration(mrand.Int64N(int64(half)+1))
+}

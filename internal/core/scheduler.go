@@ -1,0 +1,221 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Run delivers messages until ctx ends: it claims due lanes, delivers each
+// lane's messages in order through the receiver's deliverer, records the
+// outcomes, times out expired messages and purges old receipts.
+func (r *Relay) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(2)
+	go func() { defer wg.Done(); r.every(ctx, r.cfg.Poll, r.expire) }()
+	go func() { defer wg.Done(); r.every(ctx, time.Minute, r.purge) }()
+
+	sem := make(chan struct{}, r.cfg.MaxInFlight)
+	idle := time.NewTimer(0)
+	defer idle.Stop()
+	for {
+		free := cap(sem) - len(sem)
+		n := 0
+		if free > 0 {
+			var err error
+			n, err = r.claimAndDeliver(ctx, free, sem, &wg)
+			if err != nil && ctx.Err() == nil {
+				r.log.Error("claim failed", "err", err)
+			}
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if n > 0 && n == free {
+			continue // there may be more due work; look again at once
+		}
+		idle.Reset(r.cfg.Poll)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.wakeCh:
+		case <-idle.C:
+		}
+	}
+}
+
+// Tick runs one scheduler pass synchronously: it times out expired messages
+// and delivers every lane due now. Tests drive the relay with it and a fake
+// clock.
+func (r *Relay) Tick(ctx context.Context) error {
+	if err := r.expire(ctx); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, r.cfg.MaxInFlight)
+	_, err := r.claimAndDeliver(ctx, cap(sem), sem, &wg)
+	wg.Wait()
+	return err
+}
+
+func (r *Relay) every(ctx context.Context, d time.Duration, f func(context.Context) error) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := f(ctx); err != nil && ctx.Err() == nil {
+				r.log.Error("background task failed", "err", err)
+			}
+		}
+	}
+}
+
+func (r *Relay) claimAndDeliver(ctx context.Context, free int, sem chan struct{}, wg *sync.WaitGroup) (int, error) {
+	now := r.clock.Now()
+	claims, err := r.store.Claim(ctx, now, now.Add(r.cfg.ClaimLease), r.cfg.Owner, free, r.cfg.PerLane)
+	if err != nil {
+		return 0, fmt.Errorf("claim: %w", err)
+	}
+	for _, c := range claims {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(c LaneClaim) {
+			defer wg.Done()
+			defer func() { <-sem; r.Wake() }()
+			r.deliverLane(ctx, c)
+		}(c)
+	}
+	return len(claims), nil
+}
+
+// deliverLane delivers a claimed lane's messages in order and records what
+// happened. A failed attempt stops the lane so later messages wait behind
+// the one being retried.
+func (r *Relay) deliverLane(ctx context.Context, c LaneClaim) {
+	res := LaneResult{Lane: c.Lane}
+	agent, err := r.store.GetAgent(ctx, c.Lane.Receiver)
+	now := r.clock.Now()
+	var d Deliverer
+	switch {
+	case errors.Is(err, ErrNotFound):
+		res.Park = true // deregistered: wait for a new registration or the TTL
+	case err != nil:
+		r.log.Error("load receiver", "agent", c.Lane.Receiver, "err", err)
+		res.NextAt = now.Add(r.cfg.BackoffBase)
+	case !agent.Alive(now) || !agent.Endpoint.Pushable():
+		res.Park = true
+	default:
+		if d = r.deliverers[agent.Endpoint.Kind]; d == nil {
+			res.Park = true
+		}
+	}
+	if d != nil {
+		for _, m := range c.Messages {
+			now = r.clock.Now()
+			if !now.Before(m.ExpiresAt) {
+				res.Outcomes = append(res.Outcomes, Outcome{MessageID: m.ID, Kind: OutcomeTimeout, At: now, Detail: "ttl passed before delivery"})
+				continue
+			}
+			timeout := r.cfg.DeliverTimout
+			if left := m.ExpiresAt.Sub(now); left < timeout {
+				timeout = left
+			}
+			actx, cancel := context.WithTimeout(ctx, timeout)
+			got := d.Deliver(actx, agent, m)
+			cancel()
+			if ctx.Err() != nil {
+				break // shutting down: leave the rest queued; the claim lapses
+			}
+			now = r.clock.Now()
+			o := Outcome{MessageID: m.ID, At: now, Code: got.Code, Reply: got.Reply, Detail: got.Detail}
+			if got.Err != nil {
+				o.Error = got.Err.Error()
+			}
+			switch got.Kind {
+			case OutcomeDelivered, OutcomeRejected:
+				o.Kind = got.Kind
+				res.Outcomes = append(res.Outcomes, o)
+				continue
+			}
+			o.Kind = OutcomeRetry
+			o.NextAt = now.Add(r.Backoff(m.Attempts + 1))
+			if !o.NextAt.Before(m.ExpiresAt) {
+				o.NextAt = m.ExpiresAt
+			}
+			res.Outcomes = append(res.Outcomes, o)
+			res.NextAt = o.NextAt
+			break
+		}
+	}
+	if err := r.store.Complete(context.WithoutCancel(ctx), r.cfg.Owner, []LaneResult{res}); err != nil {
+		r.log.Error("record delivery outcomes", "lane", c.Lane, "err", err)
+		return
+	}
+	r.published(c, res)
+}
+
+// published emits events and wakes waiters for a completed lane.
+func (r *Relay) published(c LaneClaim, res LaneResult) {
+	byID := make(map[string]*Message, len(c.Messages))
+	for _, m := range c.Messages {
+		byID[m.ID] = m
+	}
+	for _, o := range res.Outcomes {
+		m := byID[o.MessageID]
+		ev := Event{At: o.At, MessageID: o.MessageID, Sender: c.Lane.Sender, Receiver: c.Lane.Receiver,
+			Code: o.Code, Detail: o.Detail, Error: o.Error}
+		if m != nil {
+			ev.Protocol, ev.ConversationID, ev.Attempts, ev.MessageType = m.Protocol, m.ConversationID, m.Attempts+1, m.Type
+			ev.Latency = o.At.Sub(m.ReceivedAt)
+		}
+		switch o.Kind {
+		case OutcomeDelivered:
+			ev.Type, ev.Status = EventDelivered, StatusDelivered
+		case OutcomeRejected:
+			ev.Type, ev.Status = EventRejected, StatusRejected
+		case OutcomeTimeout:
+			ev.Type, ev.Status = EventTimeout, StatusTimeout
+		case OutcomeRetry:
+			ev.Type, ev.Status = EventRetry, StatusQueued
+		}
+		r.events.Publish(ev)
+		if o.Kind != OutcomeRetry {
+			r.notify(o.MessageID)
+		}
+	}
+}
+
+func (r *Relay) expire(ctx context.Context) error {
+	for {
+		rcs, err := r.store.ExpireDue(ctx, r.clock.Now(), 500)
+		if err != nil {
+			return fmt.Errorf("expire: %w", err)
+		}
+		for _, rc := range rcs {
+			r.events.Publish(Event{Type: EventTimeout, At: rc.UpdatedAt, MessageID: rc.MessageID, Sender: rc.Sender,
+				Receiver: rc.Receiver, Status: StatusTimeout, Detail: "ttl passed before delivery", Attempts: rc.Attempts})
+			r.notify(rc.MessageID)
+		}
+		if len(rcs) < 500 {
+			return nil
+		}
+	}
+}
+
+func (r *Relay) purge(ctx context.Context) error {
+	for {
+		n, err := r.store.PurgeBefore(ctx, r.clock.Now().Add(-r.cfg.Retention), 1000)
+		if err != nil {
+			return fmt.Errorf("purge: %w", err)
+		}
+		if n < 1000 {
+			return nil
+		}
+	}
+}

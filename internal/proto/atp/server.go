@@ -1,0 +1,557 @@
+package atp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/switchboard-hub/switchboard/internal/auth"
+	"github.com/switchboard-hub/switchboard/internal/core"
+	"github.com/switchboard-hub/switchboard/internal/httperr"
+)
+
+// Options tune the ATP routes.
+type Options struct {
+	// MaxBody bounds a request body in bytes [1 MiB].
+	MaxBody int64
+	// MaxWait bounds how long a send or result call may wait [60s].
+	MaxWait time.Duration
+	// Issuer, when set, is called on the first registration of an agent
+	// and its token is returned to the agent (auth on).
+	Issuer CredentialIssuer
+}
+
+// CredentialIssuer issues an agent's credential at its first registration.
+type CredentialIssuer interface {
+	Issue(ctx context.Context, agentID string) (token string, err error)
+}
+
+// Server serves the /atp/* routes over a relay.
+type Server struct {
+	relay *core.Relay
+	opt   Options
+}
+
+// New returns the ATP adapter.
+func New(relay *core.Relay, opt Options) *Server {
+	if opt.MaxBody <= 0 {
+		opt.MaxBody = 1 << 20
+	}
+	if opt.MaxWait <= 0 {
+		opt.MaxWait = 60 * time.Second
+	}
+	return &Server{relay: relay, opt: opt}
+}
+
+// Mount adds the routes to mux.
+func (s *Server) Mount(mux *http.ServeMux) {
+	mux.HandleFunc("POST /atp/register", s.register)
+	mux.HandleFunc("POST /atp/heartbeat", s.heartbeat)
+	mux.HandleFunc("POST /atp/deregister", s.deregister)
+	mux.HandleFunc("DELETE /atp/agents/{id}", s.deregister)
+	mux.HandleFunc("GET /atp/agents", s.agents)
+	mux.HandleFunc("GET /atp/agents/{id}", s.agent)
+	mux.HandleFunc("POST /atp/send", s.send)
+	mux.HandleFunc("GET /atp/receipts/{id}", s.receipt)
+	mux.HandleFunc("GET /atp/results/{id}", s.results)
+	mux.HandleFunc("GET /atp/pending/{id}", s.pending)
+	mux.HandleFunc("POST /atp/ack", s.ack)
+}
+
+// RegisterRequest is the body of POST /atp/register.
+type RegisterRequest struct {
+	AgentID      string     `json:"agent_id"`
+	CallbackURL  string     `json:"callback_url"`
+	Capabilities []string   `json:"capabilities"`
+	LeaseSeconds int        `json:"lease_seconds"`
+	Card         *core.Card `json:"card,omitempty"`
+}
+
+// RegisterResponse is the answer to POST /atp/register.
+type RegisterResponse struct {
+	OK           bool   `json:"ok"`
+	AgentID      string `json:"agent_id"`
+	URI          string `json:"uri"`
+	LeaseSeconds int    `json:"lease_seconds"`
+	Queued       int    `json:"queued"`
+	Created      bool   `json:"created"`
+	// Token is the agent's credential, returned once at first registration
+	// when auth is on.
+	Token string `json:"token,omitempty"`
+}
+
+func (s *Server) register(w http.ResponseWriter, r *http.Request) {
+	var req RegisterRequest
+	if !httperr.DecodeJSON(w, r, s.opt.MaxBody, &req) {
+		return
+	}
+	if req.AgentID == "" {
+		httperr.Write(w, http.StatusBadRequest, httperr.CodeMissingField, "agent_id is required")
+		return
+	}
+	if !core.ValidAgentID(req.AgentID) {
+		httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidField, "agent_id must be 1-128 characters of letters, digits and ._:@-, starting with a letter or digit")
+		return
+	}
+	if req.LeaseSeconds < 0 {
+		httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidField, "lease_seconds must be positive")
+		return
+	}
+	ep := core.Endpoint{Kind: core.EndpointPull}
+	if req.CallbackURL != "" {
+		if err := ValidateCallback(req.CallbackURL); err != nil {
+			httperr.Write(w, http.StatusBadRequest, "invalid_callback_url", err.Error())
+			return
+		}
+		ep = core.Endpoint{Kind: core.EndpointATP, URL: req.CallbackURL}
+	}
+	a := &core.Agent{ID: req.AgentID, Capabilities: nonNil(req.Capabilities), Endpoint: ep, Protocol: "atp"}
+	if req.Card != nil {
+		a.Card = *req.Card
+	}
+	token, err := s.claimIdentity(r.Context(), req.AgentID)
+	if err != nil {
+		httperr.From(w, err)
+		return
+	}
+	queued, created, err := s.relay.Register(r.Context(), a, time.Duration(req.LeaseSeconds)*time.Second)
+	if err != nil {
+		httperr.From(w, err)
+		return
+	}
+	httperr.JSON(w, http.StatusOK, RegisterResponse{OK: true, AgentID: a.ID, URI: s.relay.URI(a.ID),
+		LeaseSeconds: a.LeaseSeconds, Queued: queued, Created: created, Token: token})
+}
+
+// claimIdentity checks that the caller may register agentID: an existing
+// agent needs its own credential; a new one gets a credential issued.
+func (s *Server) claimIdentity(ctx context.Context, agentID string) (string, error) {
+	if _, err := s.relay.Store().GetAgent(ctx, agentID); err == nil {
+		return "", auth.ActAs(ctx, agentID)
+	} else if !errors.Is(err, core.ErrNotFound) {
+		return "", err
+	}
+	if s.opt.Issuer == nil {
+		return "", nil
+	}
+	if p := auth.From(ctx); p.AgentID != "" && p.AgentID != agentID {
+		return "", auth.ActAs(ctx, agentID)
+	}
+	return s.opt.Issuer.Issue(ctx, agentID)
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// ValidateCallback checks a callback URL's form: absolute http(s) with a
+// host. Where it may point is checked when the hub connects (SSRF guard).
+func ValidateCallback(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return errors.New("callback_url is not a URL")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return errors.New("callback_url must be http or https")
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		return errors.New("callback_url must name a host")
+	}
+	if u.User != nil {
+		return errors.New("callback_url must not carry credentials")
+	}
+	return nil
+}
+
+type heartbeatRequest struct {
+	AgentID      string `json:"agent_id"`
+	LeaseSeconds int    `json:"lease_seconds"`
+}
+
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
+	var req heartbeatRequest
+	if !httperr.DecodeJSON(w, r, s.opt.MaxBody, &req) {
+		return
+	}
+	if req.AgentID == "" {
+		httperr.Write(w, http.StatusBadRequest, httperr.CodeMissingField, "agent_id is required")
+		return
+	}
+	if err := auth.ActAs(r.Context(), req.AgentID); err != nil {
+		httperr.From(w, err)
+		return
+	}
+	a, queued, err := s.relay.Heartbeat(r.Context(), req.AgentID, time.Duration(req.LeaseSeconds)*time.Second)
+	if err != nil {
+		httperr.From(w, err)
+		return
+	}
+	httperr.JSON(w, http.StatusOK, map[string]any{"ok": true, "agent_id": a.ID, "lease_seconds": a.LeaseSeconds,
+		"expires_at": unixSeconds(a.ExpiresAt), "queued": queued})
+}
+
+func (s *Server) deregister(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if id == "" {
+		var req heartbeatRequest
+		if !httperr.DecodeJSON(w, r, s.opt.MaxBody, &req) {
+			return
+		}
+		id = req.AgentID
+	}
+	if id == "" {
+		httperr.Write(w, http.StatusBadRequest, httperr.CodeMissingField, "agent_id is required")
+		return
+	}
+	if err := auth.ActAs(r.Context(), id); err != nil {
+		httperr.From(w, err)
+		return
+	}
+	if err := s.relay.Deregister(r.Context(), id); err != nil {
+		httperr.From(w, err)
+		return
+	}
+	httperr.JSON(w, http.StatusOK, map[string]any{"ok": true, "agent_id": id})
+}
+
+// AgentView is an agent as GET /atp/agents shows it.
+type AgentView struct {
+	AgentID      string    `json:"agent_id"`
+	URI          string    `json:"uri"`
+	CallbackURL  string    `json:"callback_url"`
+	Endpoint     string    `json:"endpoint"`
+	Capabilities []string  `json:"capabilities"`
+	ExpiresAt    float64   `json:"expires_at"`
+	LastSeen     float64   `json:"last_seen"`
+	Alive        bool      `json:"alive"`
+	Protocol     string    `json:"protocol,omitempty"`
+	Card         core.Card `json:"card"`
+}
+
+func (s *Server) view(a *core.Agent, now time.Time) AgentView {
+	return AgentView{AgentID: a.ID, URI: s.relay.URI(a.ID), CallbackURL: a.Endpoint.URL, Endpoint: string(a.Endpoint.Kind),
+		Capabilities: nonNil(a.Capabilities), ExpiresAt: unixSeconds(a.ExpiresAt), LastSeen: unixSeconds(a.LastSeen),
+		Alive: a.Alive(now), Protocol: a.Protocol, Card: a.Card}
+}
+
+func unixSeconds(t time.Time) float64 {
+	if t.IsZero() {
+		return 0
+	}
+	return float64(t.UnixMicro()) / 1e6
+}
+
+// agents answers the tutorial's shape: an object keyed by agent id.
+func (s *Server) agents(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := core.AgentFilter{Capability: q.Get("capability")}
+	now := s.relay.Clock().Now()
+	if q.Get("alive") == "true" || q.Get("alive") == "1" {
+		f.AliveAt = now
+	}
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 0 {
+			httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidField, "limit must be a non-negative integer")
+			return
+		}
+		f.Limit = n
+	}
+	list, err := s.relay.Store().ListAgents(r.Context(), f)
+	if err != nil {
+		httperr.From(w, err)
+		return
+	}
+	out := make(map[string]AgentView, len(list))
+	for _, a := range list {
+		out[a.ID] = s.view(a, now)
+	}
+	httperr.JSON(w, http.StatusOK, out)
+}
+
+func (s *Server) agent(w http.ResponseWriter, r *http.Request) {
+	a, err := s.relay.Store().GetAgent(r.Context(), r.PathValue("id"))
+	if err != nil {
+		httperr.From(w, err)
+		return
+	}
+	httperr.JSON(w, http.StatusOK, s.view(a, s.relay.Clock().Now()))
+}
+
+// SendResponse is the answer to POST /atp/send.
+type SendResponse struct {
+	Status    core.Status     `json:"status"`
+	MessageID string          `json:"message_id"`
+	Receipt   json.RawMessage `json:"receipt"`
+	Duplicate bool            `json:"duplicate,omitempty"`
+}
+
+func (s *Server) send(w http.ResponseWriter, r *http.Request) {
+	var env Envelope
+	if !httperr.DecodeJSON(w, r, s.opt.MaxBody, &env) {
+		return
+	}
+	m, status, code, msg := s.toMessage(&env)
+	if m == nil {
+		httperr.Write(w, status, code, msg)
+		return
+	}
+	if err := auth.ActAs(r.Context(), m.Sender); err != nil {
+		httperr.From(w, err)
+		return
+	}
+	if err := s.checkAccess(r.Context(), m); err != nil {
+		httperr.From(w, err)
+		return
+	}
+	m.TraceParent = r.Header.Get("traceparent")
+	res, err := s.relay.Send(r.Context(), m)
+	if err != nil {
+		if errors.Is(err, core.ErrUnknownReceiver) {
+			httperr.JSON(w, http.StatusNotFound, map[string]any{"error": httperr.CodeUnknownReceiver, "message": err.Error(),
+				"status_code": http.StatusNotFound, "status": core.StatusUnreachable, "message_id": m.ID, "receipt": nil})
+			return
+		}
+		httperr.From(w, err)
+		return
+	}
+	rc := res.Receipt
+	if wait, ok := s.waitParam(w, r); !ok {
+		return
+	} else if wait > 0 && !rc.Status.Terminal() {
+		ctx, cancel := context.WithTimeout(r.Context(), wait)
+		if got, err := s.relay.WaitReceipt(ctx, m.ID); err == nil {
+			rc = *got
+		}
+		cancel()
+	}
+	httperr.JSON(w, http.StatusOK, SendResponse{Status: rc.Status, MessageID: m.ID, Receipt: replyOrNull(rc), Duplicate: res.Duplicate})
+}
+
+func (s *Server) checkAccess(ctx context.Context, m *core.Message) error {
+	recv, err := s.relay.Store().GetAgent(ctx, m.Receiver)
+	if err != nil {
+		return nil // unknown receivers are answered by Send
+	}
+	return core.CheckAccess(recv, s.relay.URI(m.Sender), auth.From(ctx).Authenticated())
+}
+
+// waitParam reads ?wait_ms=, bounded by MaxWait.
+func (s *Server) waitParam(w http.ResponseWriter, r *http.Request) (time.Duration, bool) {
+	v := r.URL.Query().Get("wait_ms")
+	if v == "" {
+		return 0, true
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidField, "wait_ms must be a non-negative integer")
+		return 0, false
+	}
+	d := time.Duration(n) * time.Millisecond
+	if d > s.opt.MaxWait {
+		d = s.opt.MaxWait
+	}
+	return d, true
+}
+
+func replyOrNull(rc core.Receipt) json.RawMessage {
+	if rc.Status == core.StatusDelivered && len(rc.Reply) > 0 {
+		return rc.Reply
+	}
+	return json.RawMessage("null")
+}
+
+// toMessage validates an envelope and maps it to a core message. On failure
+// it returns nil and the HTTP error.
+func (s *Server) toMessage(env *Envelope) (*core.Message, int, string, string) {
+	bad := func(code, msg string) (*core.Message, int, string, string) {
+		return nil, http.StatusBadRequest, code, msg
+	}
+	switch env.ATPVersion {
+	case "", Version, "1":
+	default:
+		return bad(httperr.CodeUnsupported, "atp_version "+strconv.Quote(env.ATPVersion)+" is not supported; this hub speaks "+Version)
+	}
+	for _, f := range []struct{ name, v string }{{"sender", env.Sender}, {"receiver", env.Receiver}, {"type", env.Type}} {
+		if strings.TrimSpace(f.v) == "" {
+			return bad(httperr.CodeMissingField, f.name+" is required")
+		}
+	}
+	if env.MessageID == "" {
+		env.MessageID = core.NewID()
+	}
+	if len(env.MessageID) > 200 {
+		return bad(httperr.CodeInvalidField, "message_id is longer than 200 characters")
+	}
+	var ttl time.Duration
+	if env.TTLMs != nil {
+		max := s.relay.Config().MaxTTL.Milliseconds()
+		if *env.TTLMs <= 0 || *env.TTLMs > max {
+			return bad("invalid_ttl", "ttl_ms must be between 1 and "+strconv.FormatInt(max, 10))
+		}
+		ttl = time.Duration(*env.TTLMs) * time.Millisecond
+	}
+	parts, err := PayloadToParts(env.Payload)
+	if err != nil {
+		return bad(httperr.CodeInvalidField, err.Error())
+	}
+	m := &core.Message{ID: env.MessageID, Sender: env.Sender, Receiver: env.Receiver, Type: env.Type,
+		ConversationID: env.ConversationID, Parts: parts, Metadata: env.Metadata, Protocol: "atp", TTL: ttl,
+		SentAt: secondsToTime(env.Timestamp)}
+	if env.CorrelationID != nil {
+		m.CorrelationID = *env.CorrelationID
+	}
+	return m, 0, "", ""
+}
+
+// ReceiptView is GET /atp/receipts/{id}.
+type ReceiptView struct {
+	MessageID   string              `json:"message_id"`
+	Status      core.Status         `json:"status"`
+	Receipt     json.RawMessage     `json:"receipt"`
+	Sender      string              `json:"sender"`
+	Receiver    string              `json:"receiver"`
+	Attempts    int                 `json:"attempts"`
+	Code        int                 `json:"code,omitempty"`
+	LastError   string              `json:"last_error,omitempty"`
+	NextAttempt float64             `json:"next_attempt,omitempty"`
+	ExpiresAt   float64             `json:"expires_at"`
+	History     []core.ReceiptEvent `json:"history"`
+}
+
+func (s *Server) receipt(w http.ResponseWriter, r *http.Request) {
+	rc, err := s.relay.Receipt(r.Context(), r.PathValue("id"))
+	if err != nil {
+		httperr.From(w, err)
+		return
+	}
+	if err := s.canRead(r.Context(), rc); err != nil {
+		httperr.From(w, err)
+		return
+	}
+	httperr.JSON(w, http.StatusOK, ReceiptView{MessageID: rc.MessageID, Status: rc.Status, Receipt: replyOrNull(*rc),
+		Sender: rc.Sender, Receiver: rc.Receiver, Attempts: rc.Attempts, Code: rc.Code, LastError: rc.LastError,
+		NextAttempt: unixSeconds(rc.NextAttempt), ExpiresAt: unixSeconds(rc.ExpiresAt), History: rc.History})
+}
+
+// canRead lets the sender, the receiver or the operator see a receipt.
+func (s *Server) canRead(ctx context.Context, rc *core.Receipt) error {
+	if auth.ActAs(ctx, rc.Sender) == nil {
+		return nil
+	}
+	return auth.ActAs(ctx, rc.Receiver)
+}
+
+func (s *Server) results(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	rc, err := s.relay.Receipt(r.Context(), id)
+	if err != nil {
+		httperr.From(w, err)
+		return
+	}
+	if err := s.canRead(r.Context(), rc); err != nil {
+		httperr.From(w, err)
+		return
+	}
+	wait, ok := s.waitParam(w, r)
+	if !ok {
+		return
+	}
+	if wait > 0 {
+		ctx, cancel := context.WithTimeout(r.Context(), wait)
+		_, _ = s.relay.WaitResult(ctx, id)
+		cancel()
+	}
+	ms, err := s.relay.Store().Results(r.Context(), id, 100)
+	if err != nil {
+		httperr.From(w, err)
+		return
+	}
+	out := make([]*Envelope, 0, len(ms))
+	for _, m := range ms {
+		env, err := ToEnvelope(m)
+		if err != nil {
+			httperr.From(w, err)
+			return
+		}
+		out = append(out, env)
+	}
+	httperr.JSON(w, http.StatusOK, map[string]any{"message_id": id, "results": out})
+}
+
+func (s *Server) pending(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := auth.ActAs(r.Context(), id); err != nil {
+		httperr.From(w, err)
+		return
+	}
+	q := r.URL.Query()
+	limit := 100
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 || n > 1000 {
+			httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidField, "limit must be 1..1000")
+			return
+		}
+		limit = n
+	}
+	manual := q.Get("ack") == "manual"
+	var vis time.Duration
+	if v := q.Get("visibility_ms"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidField, "visibility_ms must be a positive integer")
+			return
+		}
+		vis = time.Duration(n) * time.Millisecond
+	}
+	ms, err := s.relay.Pull(r.Context(), id, limit, vis, !manual)
+	if err != nil {
+		httperr.From(w, err)
+		return
+	}
+	out := make([]*Envelope, 0, len(ms))
+	for _, m := range ms {
+		env, err := ToEnvelope(m)
+		if err != nil {
+			httperr.From(w, err)
+			return
+		}
+		out = append(out, env)
+	}
+	httperr.JSON(w, http.StatusOK, map[string]any{"agent_id": id, "messages": out})
+}
+
+type ackRequest struct {
+	AgentID    string   `json:"agent_id"`
+	MessageIDs []string `json:"message_ids"`
+}
+
+func (s *Server) ack(w http.ResponseWriter, r *http.Request) {
+	var req ackRequest
+	if !httperr.DecodeJSON(w, r, s.opt.MaxBody, &req) {
+		return
+	}
+	if req.AgentID == "" {
+		httperr.Write(w, http.StatusBadRequest, httperr.CodeMissingField, "agent_id is required")
+		return
+	}
+	if err := auth.ActAs(r.Context(), req.AgentID); err != nil {
+		httperr.From(w, err)
+		return
+	}
+	n, err := s.relay.Ack(r.Context(), req.AgentID, req.MessageIDs)
+	if err != nil {
+		httperr.From(w, err)
+		return
+	}
+	httperr.JSON(w, http.StatusOK, map[string]any{"ok": true, "acked": n})
+}

@@ -1,0 +1,542 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/switchboard-hub/switchboard/internal/core"
+)
+
+// maxHistory bounds the events kept in one receipt's history.
+const maxHistory = 64
+
+// appendHistory is the SQL expression that appends the JSON event in the
+// next parameter to the history column, up to maxHistory events.
+const appendHistory = "history = CASE WHEN json_array_length(history) < 64 THEN json_insert(history, '$[#]', json(?)) ELSE history END"
+
+func event(at time.Time, st core.Status, detail string) string {
+	b, _ := json.Marshal(core.ReceiptEvent{At: at, Status: st, Detail: detail})
+	return string(b)
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// Accept implements core.Store.
+func (s *Store) Accept(ctx context.Context, m *core.Message, r *core.Receipt, maxQueue int) (core.AcceptResult, error) {
+	body, err := json.Marshal(m)
+	if err != nil {
+		return core.AcceptResult{}, fmt.Errorf("sqlite: encode message: %w", err)
+	}
+	var res core.AcceptResult
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		var sender string
+		err := tx.QueryRowContext(ctx, "SELECT sender FROM messages WHERE id = ?", m.ID).Scan(&sender)
+		if err == nil {
+			if sender != m.Sender {
+				return fmt.Errorf("message %q: %w", m.ID, core.ErrIDConflict)
+			}
+			rc, err := scanReceipt(tx.QueryRowContext(ctx, "SELECT "+receiptCols+" FROM messages WHERE id = ?", m.ID))
+			if err != nil {
+				return fmt.Errorf("sqlite: read receipt: %w", err)
+			}
+			res = core.AcceptResult{Receipt: *rc, Duplicate: true}
+			return nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("sqlite: check message id: %w", err)
+		}
+		queued := r.Status == core.StatusQueued
+		if queued && maxQueue > 0 {
+			var depth int
+			if err := tx.QueryRowContext(ctx, "SELECT COALESCE(SUM(pending), 0) FROM lanes WHERE receiver = ?", m.Receiver).Scan(&depth); err != nil {
+				return fmt.Errorf("sqlite: queue depth: %w", err)
+			}
+			if depth >= maxQueue {
+				return fmt.Errorf("receiver %q has %d queued: %w", m.Receiver, depth, core.ErrQueueFull)
+			}
+		}
+		state := 1
+		if queued {
+			state = 0
+		}
+		hist, _ := json.Marshal(r.History)
+		out, err := tx.ExecContext(ctx, `INSERT INTO messages(id, sender, receiver, state, status, history, expires_at, created_at, updated_at, conversation_id, correlation_id, body)
+			VALUES (?,?,?,?,?,?,?,?,?,?,?,?)`,
+			m.ID, m.Sender, m.Receiver, state, string(r.Status), string(hist), ts(m.ExpiresAt), ts(r.CreatedAt), ts(r.UpdatedAt),
+			nullable(m.ConversationID), nullable(m.CorrelationID), body)
+		if err != nil {
+			return fmt.Errorf("sqlite: insert message: %w", err)
+		}
+		seq, _ := out.LastInsertId()
+		if queued {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO lanes(receiver, sender, pending, next_at) VALUES (?,?,1,?)
+				ON CONFLICT(receiver, sender) DO UPDATE SET pending = pending + 1`,
+				m.Receiver, m.Sender, ts(m.ReceivedAt)); err != nil {
+				return fmt.Errorf("sqlite: update lane: %w", err)
+			}
+		}
+		if m.ConversationID != "" {
+			at := ts(m.ReceivedAt)
+			if _, err := tx.ExecContext(ctx, `INSERT INTO conversations(id, created_at, last_message_at, messages) VALUES (?,?,?,1)
+				ON CONFLICT(id) DO UPDATE SET last_message_at = excluded.last_message_at, messages = messages + 1`,
+				m.ConversationID, at, at); err != nil {
+				return fmt.Errorf("sqlite: update conversation: %w", err)
+			}
+			for _, p := range []string{m.Sender, m.Receiver} {
+				if _, err := tx.ExecContext(ctx, "INSERT OR IGNORE INTO participants(conversation_id, agent_id, joined_at) VALUES (?,?,?)",
+					m.ConversationID, p, at); err != nil {
+					return fmt.Errorf("sqlite: add participant: %w", err)
+				}
+			}
+		}
+		m.Seq = seq
+		res = core.AcceptResult{Receipt: *r}
+		return nil
+	})
+	return res, err
+}
+
+const receiptCols = "id, sender, receiver, status, attempts, code, last_error, reply, history, created_at, updated_at, next_at, expires_at"
+
+func scanReceipt(sc interface{ Scan(...any) error }) (*core.Receipt, error) {
+	var r core.Receipt
+	var status, hist string
+	var reply []byte
+	var created, updated, next, exp int64
+	if err := sc.Scan(&r.MessageID, &r.Sender, &r.Receiver, &status, &r.Attempts, &r.Code, &r.LastError, &reply, &hist,
+		&created, &updated, &next, &exp); err != nil {
+		return nil, err
+	}
+	r.Status = core.Status(status)
+	if len(reply) > 0 {
+		r.Reply = json.RawMessage(reply)
+	}
+	if err := json.Unmarshal([]byte(hist), &r.History); err != nil {
+		return nil, fmt.Errorf("sqlite: decode history: %w", err)
+	}
+	r.CreatedAt, r.UpdatedAt, r.ExpiresAt = tm(created), tm(updated), tm(exp)
+	if r.Status == core.StatusQueued {
+		r.NextAttempt = tm(next)
+	}
+	return &r, nil
+}
+
+const messageCols = "body, seq, attempts, expires_at"
+
+func scanMessage(sc interface{ Scan(...any) error }) (*core.Message, error) {
+	var body []byte
+	var seq, exp int64
+	var attempts int
+	if err := sc.Scan(&body, &seq, &attempts, &exp); err != nil {
+		return nil, err
+	}
+	m := new(core.Message)
+	if err := json.Unmarshal(body, m); err != nil {
+		return nil, fmt.Errorf("sqlite: decode message: %w", err)
+	}
+	m.Seq, m.Attempts, m.ExpiresAt = seq, attempts, tm(exp)
+	return m, nil
+}
+
+func scanMessages(rows *sql.Rows, err error) ([]*core.Message, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*core.Message
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// GetMessage implements core.Store.
+func (s *Store) GetMessage(ctx context.Context, id string) (*core.Message, error) {
+	m, err := scanMessage(s.rdb.QueryRowContext(ctx, "SELECT "+messageCols+" FROM messages WHERE id = ?", id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("message %q: %w", id, core.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get message: %w", err)
+	}
+	return m, nil
+}
+
+// GetReceipt implements core.Store.
+func (s *Store) GetReceipt(ctx context.Context, id string) (*core.Receipt, error) {
+	r, err := scanReceipt(s.rdb.QueryRowContext(ctx, "SELECT "+receiptCols+" FROM messages WHERE id = ?", id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("receipt %q: %w", id, core.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get receipt: %w", err)
+	}
+	return r, nil
+}
+
+// Results implements core.Store.
+func (s *Store) Results(ctx context.Context, correlationID string, limit int) ([]*core.Message, error) {
+	ms, err := scanMessages(s.rdb.QueryContext(ctx, "SELECT "+messageCols+" FROM messages WHERE correlation_id = ? ORDER BY seq LIMIT ?", correlationID, lim(limit)))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: results: %w", err)
+	}
+	return ms, nil
+}
+
+func lim(n int) int {
+	if n <= 0 {
+		return 1000
+	}
+	return n
+}
+
+// Claim implements core.Store.
+func (s *Store) Claim(ctx context.Context, now, claimUntil time.Time, owner string, maxLanes, perLane int) ([]core.LaneClaim, error) {
+	var out []core.LaneClaim
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		out = out[:0]
+		rows, err := tx.QueryContext(ctx, `SELECT receiver, sender FROM lanes
+			WHERE pending > 0 AND parked = 0 AND next_at <= ? AND claim_until <= ? ORDER BY next_at LIMIT ?`,
+			ts(now), ts(now), maxLanes)
+		if err != nil {
+			return fmt.Errorf("sqlite: find due lanes: %w", err)
+		}
+		var lanes []core.Lane
+		for rows.Next() {
+			var l core.Lane
+			if err := rows.Scan(&l.Receiver, &l.Sender); err != nil {
+				rows.Close()
+				return fmt.Errorf("sqlite: find due lanes: %w", err)
+			}
+			lanes = append(lanes, l)
+		}
+		rows.Close()
+		for _, l := range lanes {
+			ms, err := scanMessages(tx.QueryContext(ctx, "SELECT "+messageCols+` FROM messages
+				WHERE state = 0 AND receiver = ? AND sender = ? AND claim_until <= ? ORDER BY seq LIMIT ?`,
+				l.Receiver, l.Sender, ts(now), perLane))
+			if err != nil {
+				return fmt.Errorf("sqlite: claim lane: %w", err)
+			}
+			if len(ms) == 0 {
+				// The lane's messages are all leased to a puller.
+				if _, err := tx.ExecContext(ctx, "UPDATE lanes SET parked = 1 WHERE receiver = ? AND sender = ?", l.Receiver, l.Sender); err != nil {
+					return fmt.Errorf("sqlite: claim lane: %w", err)
+				}
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, "UPDATE lanes SET claim_until = ?, owner = ? WHERE receiver = ? AND sender = ?",
+				ts(claimUntil), owner, l.Receiver, l.Sender); err != nil {
+				return fmt.Errorf("sqlite: claim lane: %w", err)
+			}
+			out = append(out, core.LaneClaim{Lane: l, Messages: ms})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Complete implements core.Store.
+func (s *Store) Complete(ctx context.Context, owner string, results []core.LaneResult) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		for _, lr := range results {
+			ended := 0
+			for _, o := range lr.Outcomes {
+				n, err := applyOutcome(ctx, tx, o)
+				if err != nil {
+					return err
+				}
+				ended += n
+			}
+			parked := 0
+			if lr.Park {
+				parked = 1
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE lanes SET pending = pending - ?,
+				next_at = CASE WHEN owner = ? THEN ? ELSE next_at END,
+				parked = CASE WHEN owner = ? THEN ? ELSE parked END,
+				claim_until = CASE WHEN owner = ? THEN 0 ELSE claim_until END,
+				owner = CASE WHEN owner = ? THEN '' ELSE owner END
+				WHERE receiver = ? AND sender = ?`,
+				ended, owner, ts(lr.NextAt), owner, parked, owner, owner, lr.Lane.Receiver, lr.Lane.Sender); err != nil {
+				return fmt.Errorf("sqlite: release lane: %w", err)
+			}
+			if err := dropEmptyLane(ctx, tx, lr.Lane); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func dropEmptyLane(ctx context.Context, tx *sql.Tx, l core.Lane) error {
+	if _, err := tx.ExecContext(ctx, "DELETE FROM lanes WHERE receiver = ? AND sender = ? AND pending <= 0 AND claim_until = 0",
+		l.Receiver, l.Sender); err != nil {
+		return fmt.Errorf("sqlite: drop lane: %w", err)
+	}
+	return nil
+}
+
+// applyOutcome records one outcome; it returns 1 when the message ended.
+func applyOutcome(ctx context.Context, tx *sql.Tx, o core.Outcome) (int, error) {
+	var status core.Status
+	attempt := 1
+	switch o.Kind {
+	case core.OutcomeDelivered:
+		status = core.StatusDelivered
+	case core.OutcomeRejected:
+		status = core.StatusRejected
+	case core.OutcomeTimeout:
+		status, attempt = core.StatusTimeout, 0
+	case core.OutcomeRetry:
+		res, err := tx.ExecContext(ctx, `UPDATE messages SET attempts = attempts + 1, code = ?, last_error = ?, next_at = ?, updated_at = ?, `+appendHistory+`
+			WHERE id = ? AND state = 0`,
+			o.Code, o.Error, ts(o.NextAt), ts(o.At), event(o.At, core.StatusQueued, retryDetail(o)), o.MessageID)
+		if err != nil {
+			return 0, fmt.Errorf("sqlite: record retry: %w", err)
+		}
+		_, _ = res.RowsAffected()
+		return 0, nil
+	default:
+		return 0, fmt.Errorf("sqlite: unknown outcome kind %d", o.Kind)
+	}
+	var reply any
+	if len(o.Reply) > 0 {
+		reply = o.Reply
+	}
+	res, err := tx.ExecContext(ctx, `UPDATE messages SET state = 1, status = ?, attempts = attempts + ?, code = ?, last_error = ?, reply = ?, updated_at = ?, claim_until = 0, `+appendHistory+`
+		WHERE id = ? AND state = 0`,
+		string(status), attempt, o.Code, o.Error, reply, ts(o.At), event(o.At, status, o.Detail), o.MessageID)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: record outcome: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
+func retryDetail(o core.Outcome) string {
+	if o.Detail != "" {
+		return o.Detail
+	}
+	if o.Error != "" {
+		return "retry: " + o.Error
+	}
+	return "retry"
+}
+
+// ExpireDue implements core.Store.
+func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int) ([]*core.Receipt, error) {
+	var out []*core.Receipt
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		out = out[:0]
+		rows, err := tx.QueryContext(ctx, "SELECT seq, receiver, sender FROM messages WHERE state = 0 AND expires_at <= ? ORDER BY expires_at LIMIT ?", ts(now), lim(limit))
+		if err != nil {
+			return fmt.Errorf("sqlite: find expired: %w", err)
+		}
+		type row struct {
+			seq  int64
+			lane core.Lane
+		}
+		var due []row
+		for rows.Next() {
+			var r row
+			if err := rows.Scan(&r.seq, &r.lane.Receiver, &r.lane.Sender); err != nil {
+				rows.Close()
+				return fmt.Errorf("sqlite: find expired: %w", err)
+			}
+			due = append(due, r)
+		}
+		rows.Close()
+		ev := event(now, core.StatusTimeout, "ttl passed before delivery")
+		for _, r := range due {
+			if _, err := tx.ExecContext(ctx, `UPDATE messages SET state = 1, status = 'timeout', updated_at = ?, claim_until = 0, `+appendHistory+` WHERE seq = ?`,
+				ts(now), ev, r.seq); err != nil {
+				return fmt.Errorf("sqlite: expire: %w", err)
+			}
+			if _, err := tx.ExecContext(ctx, "UPDATE lanes SET pending = pending - 1 WHERE receiver = ? AND sender = ?", r.lane.Receiver, r.lane.Sender); err != nil {
+				return fmt.Errorf("sqlite: expire: %w", err)
+			}
+			if err := dropEmptyLane(ctx, tx, r.lane); err != nil {
+				return err
+			}
+			rc, err := scanReceipt(tx.QueryRowContext(ctx, "SELECT "+receiptCols+" FROM messages WHERE seq = ?", r.seq))
+			if err != nil {
+				return fmt.Errorf("sqlite: expire: %w", err)
+			}
+			out = append(out, rc)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Wake implements core.Store.
+func (s *Store) Wake(ctx context.Context, receiver string, now time.Time) (int, error) {
+	var depth int
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, "UPDATE lanes SET parked = 0, next_at = MIN(next_at, ?) WHERE receiver = ?", ts(now), receiver); err != nil {
+			return fmt.Errorf("sqlite: wake: %w", err)
+		}
+		return tx.QueryRowContext(ctx, "SELECT COALESCE(SUM(pending), 0) FROM lanes WHERE receiver = ?", receiver).Scan(&depth)
+	})
+	return depth, err
+}
+
+// QueueDepth implements core.Store.
+func (s *Store) QueueDepth(ctx context.Context, receiver string) (int, error) {
+	var depth int
+	if err := s.rdb.QueryRowContext(ctx, "SELECT COALESCE(SUM(pending), 0) FROM lanes WHERE receiver = ?", receiver).Scan(&depth); err != nil {
+		return 0, fmt.Errorf("sqlite: queue depth: %w", err)
+	}
+	return depth, nil
+}
+
+// Pull implements core.Store.
+func (s *Store) Pull(ctx context.Context, receiver string, now, visibleAt time.Time, limit int, autoAck bool) ([]*core.Message, error) {
+	var out []*core.Message
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		ms, err := scanMessages(tx.QueryContext(ctx, "SELECT "+messageCols+` FROM messages
+			WHERE state = 0 AND receiver = ? AND claim_until <= ? AND expires_at > ? ORDER BY seq LIMIT ?`,
+			receiver, ts(now), ts(now), lim(limit)))
+		if err != nil {
+			return fmt.Errorf("sqlite: pull: %w", err)
+		}
+		for _, m := range ms {
+			if autoAck {
+				if _, err := endPulled(ctx, tx, m.ID, receiver, now, "pulled"); err != nil {
+					return err
+				}
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE messages SET claim_until = ?, attempts = attempts + 1, updated_at = ?, `+appendHistory+` WHERE seq = ?`,
+				ts(visibleAt), ts(now), event(now, core.StatusQueued, "pulled, awaiting ack"), m.Seq); err != nil {
+				return fmt.Errorf("sqlite: pull: %w", err)
+			}
+			m.Attempts++
+		}
+		out = ms
+		return nil
+	})
+	return out, err
+}
+
+// endPulled marks a pulled message delivered and updates its lane.
+func endPulled(ctx context.Context, tx *sql.Tx, id, receiver string, now time.Time, detail string) (int, error) {
+	var sender string
+	err := tx.QueryRowContext(ctx, "SELECT sender FROM messages WHERE id = ? AND receiver = ? AND state = 0", id, receiver).Scan(&sender)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: ack: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE messages SET state = 1, status = 'delivered', attempts = MAX(attempts, 1), updated_at = ?, claim_until = 0, `+appendHistory+` WHERE id = ?`,
+		ts(now), event(now, core.StatusDelivered, detail), id); err != nil {
+		return 0, fmt.Errorf("sqlite: ack: %w", err)
+	}
+	l := core.Lane{Receiver: receiver, Sender: sender}
+	if _, err := tx.ExecContext(ctx, "UPDATE lanes SET pending = pending - 1 WHERE receiver = ? AND sender = ?", l.Receiver, l.Sender); err != nil {
+		return 0, fmt.Errorf("sqlite: ack: %w", err)
+	}
+	return 1, dropEmptyLane(ctx, tx, l)
+}
+
+// Ack implements core.Store.
+func (s *Store) Ack(ctx context.Context, receiver string, ids []string, now time.Time) (int, error) {
+	var n int
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		n = 0
+		for _, id := range ids {
+			k, err := endPulled(ctx, tx, id, receiver, now, "acknowledged")
+			if err != nil {
+				return err
+			}
+			n += k
+		}
+		return nil
+	})
+	return n, err
+}
+
+// DeadLetters implements core.Store.
+func (s *Store) DeadLetters(ctx context.Context, f core.DeadLetterFilter) ([]*core.Receipt, error) {
+	q := "SELECT " + receiptCols + " FROM messages WHERE state = 1 AND status IN ('timeout', 'rejected')"
+	args := []any{}
+	if f.Receiver != "" {
+		q += " AND receiver = ?"
+		args = append(args, f.Receiver)
+	}
+	q += " ORDER BY updated_at DESC LIMIT ?"
+	args = append(args, lim(f.Limit))
+	rows, err := s.rdb.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: dead letters: %w", err)
+	}
+	defer rows.Close()
+	var out []*core.Receipt
+	for rows.Next() {
+		r, err := scanReceipt(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: dead letters: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// Replay implements core.Store.
+func (s *Store) Replay(ctx context.Context, id string, now, expiresAt time.Time) (*core.Receipt, error) {
+	var out *core.Receipt
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var l core.Lane
+		var status string
+		err := tx.QueryRowContext(ctx, "SELECT receiver, sender, status FROM messages WHERE id = ?", id).Scan(&l.Receiver, &l.Sender, &status)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("message %q: %w", id, core.ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("sqlite: replay: %w", err)
+		}
+		if !core.Status(status).DeadLetter() {
+			return fmt.Errorf("message %q is %s, not a dead letter: %w", id, status, core.ErrConflict)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE messages SET state = 0, status = 'queued', expires_at = ?, next_at = 0, claim_until = 0, updated_at = ?, `+appendHistory+` WHERE id = ?`,
+			ts(expiresAt), ts(now), event(now, core.StatusQueued, "replayed from dead letters"), id); err != nil {
+			return fmt.Errorf("sqlite: replay: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO lanes(receiver, sender, pending, next_at) VALUES (?,?,1,?)
+			ON CONFLICT(receiver, sender) DO UPDATE SET pending = pending + 1, parked = 0`, l.Receiver, l.Sender, ts(now)); err != nil {
+			return fmt.Errorf("sqlite: replay: %w", err)
+		}
+		out, err = scanReceipt(tx.QueryRowContext(ctx, "SELECT "+receiptCols+" FROM messages WHERE id = ?", id))
+		return err
+	})
+	return out, err
+}
+
+// PurgeBefore implements core.Store.
+func (s *Store) PurgeBefore(ctx context.Context, t time.Time, limit int) (int, error) {
+	var n int64
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, "DELETE FROM messages WHERE seq IN (SELECT seq FROM messages WHERE state = 1 AND updated_at < ? LIMIT ?)", ts(t), lim(limit))
+		if err != nil {
+			return fmt.Errorf("sqlite: purge: %w", err)
+		}
+		n, _ = res.RowsAffected()
+		return nil
+	})
+	return int(n), err
+}

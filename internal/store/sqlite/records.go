@@ -1,0 +1,98 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/switchboard-hub/switchboard/internal/core"
+)
+
+// PutRecord implements core.RecordStore.
+func (s *Store) PutRecord(ctx context.Context, r core.Record) (core.Record, error) {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var cur int64
+		err := tx.QueryRowContext(ctx, "SELECT version FROM records WHERE kind = ? AND id = ?", r.Kind, r.ID).Scan(&cur)
+		exists := err == nil
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("sqlite: put record: %w", err)
+		}
+		if (r.Version == 0 && exists) || (r.Version != 0 && (!exists || cur != r.Version)) {
+			return fmt.Errorf("record %s/%s version %d: %w", r.Kind, r.ID, r.Version, core.ErrConflict)
+		}
+		r.Version++
+		if _, err := tx.ExecContext(ctx, `INSERT INTO records(kind, id, idx, data, version, updated_at) VALUES (?,?,?,?,?,?)
+			ON CONFLICT(kind, id) DO UPDATE SET idx = excluded.idx, data = excluded.data, version = excluded.version, updated_at = excluded.updated_at`,
+			r.Kind, r.ID, r.Index, r.Data, r.Version, ts(r.UpdatedAt)); err != nil {
+			return fmt.Errorf("sqlite: put record: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return core.Record{}, err
+	}
+	return r, nil
+}
+
+const recordCols = "kind, id, idx, data, version, updated_at"
+
+func scanRecord(sc interface{ Scan(...any) error }) (core.Record, error) {
+	var r core.Record
+	var at int64
+	err := sc.Scan(&r.Kind, &r.ID, &r.Index, &r.Data, &r.Version, &at)
+	r.UpdatedAt = tm(at)
+	return r, err
+}
+
+// GetRecord implements core.RecordStore.
+func (s *Store) GetRecord(ctx context.Context, kind, id string) (core.Record, error) {
+	r, err := scanRecord(s.rdb.QueryRowContext(ctx, "SELECT "+recordCols+" FROM records WHERE kind = ? AND id = ?", kind, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return core.Record{}, fmt.Errorf("record %s/%s: %w", kind, id, core.ErrNotFound)
+	}
+	if err != nil {
+		return core.Record{}, fmt.Errorf("sqlite: get record: %w", err)
+	}
+	return r, nil
+}
+
+// ListRecords implements core.RecordStore.
+func (s *Store) ListRecords(ctx context.Context, kind, index string, limit int) ([]core.Record, error) {
+	q := "SELECT " + recordCols + " FROM records WHERE kind = ?"
+	args := []any{kind}
+	if index != "" {
+		q += " AND idx = ?"
+		args = append(args, index)
+	}
+	q += " ORDER BY updated_at DESC, id LIMIT ?"
+	args = append(args, lim(limit))
+	rows, err := s.rdb.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list records: %w", err)
+	}
+	defer rows.Close()
+	var out []core.Record
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: list records: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// DeleteRecord implements core.RecordStore.
+func (s *Store) DeleteRecord(ctx context.Context, kind, id string) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, "DELETE FROM records WHERE kind = ? AND id = ?", kind, id)
+		if err != nil {
+			return fmt.Errorf("sqlite: delete record: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("record %s/%s: %w", kind, id, core.ErrNotFound)
+		}
+		return nil
+	})
+}

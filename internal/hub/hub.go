@@ -103,6 +103,7 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	relay := core.NewRelay(st, clock, opt.Relay, log)
 	client := &http.Client{Timeout: relay.Config().DeliverTimout}
 	relay.SetDeliverer(core.EndpointATP, webhook.New(client, atp.Encoder{}, nil))
+	// deliverers: each protocol adapter adds its line above this marker.
 
 	h := &Hub{Relay: relay, Store: st, Mux: http.NewServeMux(), opt: opt, log: log,
 		Creds: &auth.Credentials{Store: st, Clock: clock}}
@@ -122,6 +123,7 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	}
 	atp.New(relay, atp.Options{MaxBody: opt.MaxBody, Issuer: issuer}).Mount(h.Mux)
 	opsapi.New(relay, opt.Version).Mount(h.Mux)
+	// adapters: each protocol adapter mounts its routes above this marker.
 	h.Handler = authn.Middleware(h.Mux, func(w http.ResponseWriter, r *http.Request, err error) {
 		httperr.From(w, err)
 	})

@@ -1,0 +1,39 @@
+package hub
+
+import (
+	"context"
+	"net"
+	"testing"
+)
+
+// StartTest starts a hub in dev mode (auth off) on a loopback port with
+// its own data directory, for tests. It is stopped when the test ends.
+func StartTest(t testing.TB, opt Options) (*Hub, string) {
+	t.Helper()
+	if opt.DataDir == "" {
+		opt.DataDir = t.TempDir()
+	}
+	opt.Addr = "127.0.0.1:0"
+	if opt.AdminToken == "" && !opt.Dev {
+		opt.AdminToken = "sba_test-admin-token"
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h, err := New(ctx, opt)
+	if err != nil {
+		cancel()
+		t.Fatalf("hub: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		cancel()
+		t.Fatalf("listen: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = h.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		_ = h.Close()
+	})
+	return h, "http://" + ln.Addr().String()
+}

@@ -1,14 +1,17 @@
-package hub
+// Package hubtest starts real hubs for tests.
+package hubtest
 
 import (
 	"context"
 	"net"
 	"testing"
+
+	"github.com/switchboard-hub/switchboard/internal/hub"
 )
 
-// StartTest starts a hub in dev mode (auth off) on a loopback port with
+// Start starts a hub in dev mode (auth off) on a loopback port with
 // its own data directory, for tests. It is stopped when the test ends.
-func StartTest(t testing.TB, opt Options) (*Hub, string) {
+func Start(t testing.TB, opt hub.Options) (*hub.Hub, string) {
 	t.Helper()
 	if opt.DataDir == "" {
 		opt.DataDir = t.TempDir()
@@ -18,7 +21,7 @@ func StartTest(t testing.TB, opt Options) (*Hub, string) {
 		opt.AdminToken = "sba_test-admin-token"
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	h, err := New(ctx, opt)
+	h, err := hub.New(ctx, opt)
 	if err != nil {
 		cancel()
 		t.Fatalf("hub: %v", err)

@@ -130,14 +130,15 @@ var apostrophes = strings.NewReplacer("\u2019", "'", "\u2018", "'", "\u02bc", "'
 // foldText lowercases text and normalises apostrophes.
 func foldText(s string) string { return strings.ToLower(apostrophes.Replace(s)) }
 
-// firstMatch returns the first phrase of list found in folded text.
+// firstMatch returns the longest phrase of list found in folded text.
 func firstMatch(folded string, list []string) (string, bool) {
+	best := ""
 	for _, p := range list {
-		if strings.Contains(folded, p) {
-			return p, true
+		if len(p) > len(best) && strings.Contains(folded, p) {
+			best = p
 		}
 	}
-	return "", false
+	return best, best != ""
 }
 
 // Detection is what the phrase detectors found in one text.

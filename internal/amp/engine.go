@@ -323,8 +323,10 @@ func (e *Engine) apply(st *State, in TickInput, now time.Time) Result {
 	}
 	role := RoleNone
 	if happened {
-		st.Triggers++
 		st.LastHappened = now
+		if t.strategy != "" || t.deny {
+			st.Triggers++ // a report-only Stop is not a trigger
+		}
 		if t.strategy != "" {
 			role = e.roles(t.strategy, *st)
 			st.Role = role

@@ -162,9 +162,28 @@ func DecodeEnvelope(data []byte) (Envelope, error) {
 	if err := validateValue(doc); err != nil {
 		return Envelope{}, err
 	}
-	var e Envelope
-	if err := json.Unmarshal(data, &e); err != nil {
-		return Envelope{}, fmt.Errorf("%w: %w", ErrInvalidEnvelope, err)
+	return fromValidated(doc.(map[string]any)), nil
+}
+
+// fromValidated builds an Envelope from a document that passed the schema
+// (so every type assertion holds; 2.0 is a valid integer pressure).
+func fromValidated(obj map[string]any) Envelope {
+	e := Envelope{Spec: SpecVersion, Events: []Event{}, Blocks: []Block{}}
+	for _, v := range obj["events"].([]any) {
+		e.Events = append(e.Events, Event(v.(string)))
 	}
-	return e, nil
+	for _, v := range obj["blocks"].([]any) {
+		e.Blocks = append(e.Blocks, Block(v.(string)))
+	}
+	e.Gate = Gate(obj["gate"].(string))
+	st := obj["state"].(map[string]any)
+	p, _ := st["pressure"].(json.Number).Float64()
+	e.State = EnvelopeState{
+		Pressure: int(p),
+		Arena:    st["arena"].(bool),
+		Dream:    st["dream"].(bool),
+		Happened: st["happened"].(bool),
+		Role:     st["role"].(string),
+	}
+	return e
 }

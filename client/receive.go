@@ -1,0 +1,191 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Reply is a handler's answer to a delivered message. It becomes the
+// message's receipt body at the hub; put the business result in Result, or
+// send it later as a separate message with CorrelationID set.
+type Reply struct {
+	Status string `json:"status"` // accepted (default) or rejected
+	Code   int    `json:"code,omitempty"`
+	Detail string `json:"detail,omitempty"`
+	Result any    `json:"result,omitempty"`
+}
+
+// Reject returns a rejection reply with a code.
+func Reject(code int, detail string) Reply { return Reply{Status: "rejected", Code: code, Detail: detail} }
+
+// HandlerFunc handles one delivered message. An error asks the hub to retry
+// later (the delivery counts as failed).
+type HandlerFunc func(ctx context.Context, env *Envelope) (Reply, error)
+
+// Dedup remembers recently seen message ids so that a redelivery (the hub
+// delivers at least once) is answered without handling it twice.
+type Dedup struct {
+	mu   sync.Mutex
+	ttl  time.Duration
+	seen map[string]dedupEntry
+}
+
+type dedupEntry struct {
+	at    time.Time
+	reply []byte
+}
+
+// NewDedup remembers ids for ttl.
+func NewDedup(ttl time.Duration) *Dedup { return &Dedup{ttl: ttl, seen: map[string]dedupEntry{}} }
+
+func (d *Dedup) get(id string) ([]byte, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e, ok := d.seen[id]
+	if ok && time.Since(e.at) > d.ttl {
+		delete(d.seen, id)
+		return nil, false
+	}
+	return e.reply, ok
+}
+
+func (d *Dedup) put(id string, reply []byte) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := time.Now()
+	if len(d.seen) > 100000 {
+		for k, e := range d.seen {
+			if now.Sub(e.at) > d.ttl {
+				delete(d.seen, k)
+			}
+		}
+	}
+	d.seen[id] = dedupEntry{at: now, reply: reply}
+}
+
+
+// CallbackOptions configure a callback handler.
+type CallbackOptions struct {
+	// Verifier checks the hub's webhook signature; nil accepts unsigned
+	// deliveries.
+	Verifier interface {
+		Verify(r *http.Request, body []byte) error
+	}
+	// Dedup defaults to a 10-minute memory.
+	Dedup *Dedup
+	// MaxBody bounds a delivery's size [8 MiB].
+	MaxBody int64
+	// OnDuplicate is called for each redelivery answered from memory.
+	OnDuplicate func(messageID string)
+}
+
+// CallbackHandler returns the http.Handler to register as an agent's
+// callback_url: it decodes the ATP envelope, verifies the signature if
+// configured, deduplicates by message id, calls h and answers with its Reply.
+func CallbackHandler(h HandlerFunc, o CallbackOptions) http.Handler {
+	if o.Dedup == nil {
+		o.Dedup = NewDedup(10 * time.Minute)
+	}
+	if o.MaxBody <= 0 {
+		o.MaxBody = 8 << 20
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, o.MaxBody))
+		if err != nil {
+			writeJSON(w, http.StatusRequestEntityTooLarge, Reject(413, "delivery too large"))
+			return
+		}
+		if o.Verifier != nil {
+			if err := o.Verifier.Verify(r, body); err != nil {
+				writeJSON(w, http.StatusUnauthorized, Reject(401, err.Error()))
+				return
+			}
+		}
+		var env Envelope
+		if err := json.Unmarshal(body, &env); err != nil || env.MessageID == "" {
+			writeJSON(w, http.StatusBadRequest, Reject(400, "not an ATP envelope"))
+			return
+		}
+		if prev, ok := o.Dedup.get(env.MessageID); ok {
+			if o.OnDuplicate != nil {
+				o.OnDuplicate(env.MessageID)
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(prev)
+			return
+		}
+		reply, err := h(r.Context(), &env)
+		if err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "error", "detail": err.Error()})
+			return
+		}
+		if reply.Status == "" {
+			reply.Status = "accepted"
+		}
+		b, _ := json.Marshal(struct {
+			MessageID string `json:"message_id"`
+			Reply
+		}{env.MessageID, reply})
+		o.Dedup.put(env.MessageID, b)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(b)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// PullLoop receives an agent's messages by pulling with acknowledgement:
+// each message is handled, then acknowledged; a handler error leaves it to
+// be delivered again after the visibility timeout. It returns when ctx
+// ends.
+func (c *Client) PullLoop(ctx context.Context, agentID string, h HandlerFunc, visibility time.Duration) error {
+	if visibility <= 0 {
+		visibility = 30 * time.Second
+	}
+	idle := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		msgs, err := c.Pull(ctx, agentID, 100, true, visibility)
+		if err != nil {
+			if errors.Is(err, context.Canceled) || ctx.Err() != nil {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		var done []string
+		for i := range msgs {
+			if _, err := h(ctx, &msgs[i]); err == nil {
+				done = append(done, msgs[i].MessageID)
+			}
+		}
+		if len(done) > 0 {
+			if _, err := c.Ack(ctx, agentID, done...); err != nil && ctx.Err() == nil {
+				continue
+			}
+		}
+		if len(msgs) == 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(idle):
+			}
+		}
+	}
+	return nil
+}

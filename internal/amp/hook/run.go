@@ -103,19 +103,19 @@ func Run(ctx context.Context, event string, stdin io.Reader, stdout io.Writer, o
 	}
 
 	engine, err := newEngine(opts)
-	if err != nil {
-		if verdict.Deny {
-			writeJSON(stdout, denyReply(amp.DenyReason(verdict.Reason)))
-			fmt.Fprintf(opts.Log, "switchboard hook: %v\n", err)
-			return 0
-		}
-		return fault(stdout, opts, ev, err)
+	var res amp.Result
+	if err == nil {
+		res, err = engine.Step(ctx, tickInput(ev, in))
 	}
-	res, err := engine.Step(ctx, tickInput(ev, in))
 	if err != nil {
-		if verdict.Deny {
-			writeJSON(stdout, denyReply(amp.DenyReason(verdict.Reason)))
-			fmt.Fprintf(opts.Log, "switchboard hook: %v\n", err)
+		if ev == amp.HostPreToolUse {
+			// The guard decided; only the bookkeeping failed. Its verdict stands.
+			fmt.Fprintf(opts.Log, "switchboard hook %s: %v\n", ev, err)
+			if verdict.Deny {
+				writeJSON(stdout, denyReply(amp.DenyReason(verdict.Reason)))
+			} else {
+				io.WriteString(stdout, "{}\n")
+			}
 			return 0
 		}
 		return fault(stdout, opts, ev, err)

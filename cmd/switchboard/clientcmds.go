@@ -1,0 +1,372 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/switchboard-hub/switchboard/client"
+)
+
+func init() {
+	register("agents", "list registered agents", runAgents)
+	register("send", "send a message and optionally wait for its receipt", runSend)
+	register("receipts", "show a message's receipt", runReceipts)
+	register("dlq", "list or replay dead letters (dlq list | dlq replay ID)", runDLQ)
+	register("tail", "follow the live message flow", runTail)
+}
+
+// hubFlags are the flags every client command shares.
+type hubFlags struct {
+	hub, token string
+	json       bool
+}
+
+func (h *hubFlags) add(fs *flag.FlagSet) {
+	fs.StringVar(&h.hub, "hub", envOr("SWITCHBOARD_HUB", "http://127.0.0.1:8080"), "hub base URL (env SWITCHBOARD_HUB)")
+	fs.StringVar(&h.token, "token", os.Getenv("SWITCHBOARD_TOKEN"), "bearer token: an agent's credential or the admin token (env SWITCHBOARD_TOKEN; default: ./switchboard-data/admin.token if readable)")
+	fs.BoolVar(&h.json, "json", false, "print JSON")
+}
+
+func (h *hubFlags) client() *client.Client {
+	tok := h.token
+	if tok == "" {
+		if b, err := os.ReadFile(filepath.Join(envOr("SWITCHBOARD_DATA", "./switchboard-data"), "admin.token")); err == nil {
+			tok = strings.TrimSpace(string(b))
+		}
+	}
+	return client.New(h.hub, client.WithToken(tok))
+}
+
+// failure prints err and maps it to an exit code.
+func failure(s stdio, cmd string, err error) int {
+	fmt.Fprintf(s.err, "%s: %v\n", cmd, err)
+	var he *client.Error
+	switch {
+	case errors.Is(err, client.ErrUnavailable):
+		return exitUnavail
+	case errors.As(err, &he) && he.StatusCode == http.StatusNotFound:
+		return exitNotFound
+	case errors.As(err, &he) && he.StatusCode >= 400 && he.StatusCode < 500:
+		return exitUsage
+	}
+	return exitFailure
+}
+
+func newFlagSet(name, usage string, s stdio) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(s.err)
+	fs.Usage = func() {
+		fmt.Fprintln(s.err, usage+"\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+func printJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func runAgents(ctx context.Context, args []string, s stdio) int {
+	fs := newFlagSet("agents", "Usage: switchboard agents [flags]\n\nLists registered agents, optionally by capability.", s)
+	var h hubFlags
+	h.add(fs)
+	capability := fs.String("capability", "", "only agents with this capability")
+	alive := fs.Bool("alive", false, "only agents whose lease is current")
+	if err := fs.Parse(args); err != nil {
+		return flagExit(err)
+	}
+	agents, err := h.client().Agents(ctx, *capability, *alive)
+	if err != nil {
+		return failure(s, "agents", err)
+	}
+	if h.json {
+		printJSON(s.out, agents)
+		return exitOK
+	}
+	ids := make([]string, 0, len(agents))
+	for id := range agents {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	tw := tabwriter.NewWriter(s.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "AGENT\tALIVE\tENDPOINT\tCAPABILITIES\tLAST SEEN")
+	for _, id := range ids {
+		a := agents[id]
+		seen := time.UnixMicro(int64(a.LastSeen * 1e6)).UTC().Format(time.RFC3339)
+		fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t%s\n", id, a.Alive, a.Endpoint, strings.Join(a.Capabilities, ","), seen)
+	}
+	tw.Flush()
+	return exitOK
+}
+
+func runSend(ctx context.Context, args []string, s stdio) int {
+	fs := newFlagSet("send", `Usage: switchboard send --from SENDER --to RECEIVER [--text TEXT | --payload JSON] [flags]
+
+Sends a message through the hub. Without --wait it returns once the hub has
+stored the message (status queued). With --wait it waits for the terminal
+status and exits 0 if delivered, 1 if rejected, timed out or expired.
+Exit codes: 0 ok, 1 failed, 2 usage, 3 unknown receiver, 4 hub unreachable.`, s)
+	var h hubFlags
+	h.add(fs)
+	from := fs.String("from", "", "sender agent id (required)")
+	to := fs.String("to", "", "receiver agent id (required)")
+	typ := fs.String("type", "task.request", "message type")
+	text := fs.String("text", "", "text content")
+	payload := fs.String("payload", "", "payload as a JSON object (instead of --text); - reads standard input")
+	id := fs.String("id", "", "message id (default random; reuse it to retry safely)")
+	corr := fs.String("correlation-id", "", "id of the message this one answers")
+	conv := fs.String("conversation-id", "", "conversation id")
+	ttl := fs.Duration("ttl", time.Minute, "time to live")
+	wait := fs.Duration("wait", 0, "wait up to this long for a terminal status")
+	if err := fs.Parse(args); err != nil {
+		return flagExit(err)
+	}
+	if *from == "" || *to == "" {
+		fmt.Fprintln(s.err, "send: --from and --to are required")
+		return exitUsage
+	}
+	var body any = map[string]any{"text": *text}
+	if *payload != "" {
+		raw := []byte(*payload)
+		if *payload == "-" {
+			var err error
+			if raw, err = io.ReadAll(bufio.NewReader(s.in)); err != nil {
+				fmt.Fprintf(s.err, "send: read payload: %v\n", err)
+				return exitUsage
+			}
+		}
+		var obj map[string]any
+		if err := json.Unmarshal(raw, &obj); err != nil {
+			fmt.Fprintf(s.err, "send: --payload must be a JSON object: %v\n", err)
+			return exitUsage
+		}
+		body = obj
+	}
+	c := h.client()
+	m := client.Message{MessageID: *id, Sender: *from, Receiver: *to, Type: *typ, TTL: *ttl,
+		CorrelationID: *corr, ConversationID: *conv, Payload: body}
+	res, err := c.Send(ctx, m, *wait)
+	if err != nil {
+		return failure(s, "send", err)
+	}
+	status := res.Status
+	if *wait > 0 && status == "queued" {
+		wctx, cancel := context.WithTimeout(ctx, *wait)
+		rc, err := c.WaitReceipt(wctx, res.MessageID)
+		cancel()
+		if err == nil {
+			status = rc.Status
+			res.Receipt = rc.Receipt
+		}
+	}
+	res.Status = status
+	if h.json {
+		printJSON(s.out, res)
+	} else {
+		fmt.Fprintf(s.out, "%s %s", res.MessageID, status)
+		if res.Duplicate {
+			fmt.Fprint(s.out, " (duplicate)")
+		}
+		if len(res.Receipt) > 0 && string(res.Receipt) != "null" {
+			fmt.Fprintf(s.out, " %s", res.Receipt)
+		}
+		fmt.Fprintln(s.out)
+	}
+	switch status {
+	case "queued", "delivered":
+		return exitOK
+	}
+	return exitFailure
+}
+
+func runReceipts(ctx context.Context, args []string, s stdio) int {
+	fs := newFlagSet("receipts", "Usage: switchboard receipts [flags] MESSAGE_ID\n\nShows a message's receipt: status, attempts, history.\nExit codes: 0 found, 3 unknown message, 4 hub unreachable.", s)
+	var h hubFlags
+	h.add(fs)
+	if err := fs.Parse(args); err != nil {
+		return flagExit(err)
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return exitUsage
+	}
+	rc, err := h.client().Receipt(ctx, fs.Arg(0))
+	if err != nil {
+		return failure(s, "receipts", err)
+	}
+	if h.json {
+		printJSON(s.out, rc)
+		return exitOK
+	}
+	fmt.Fprintf(s.out, "message   %s\nstatus    %s\nfrom      %s\nto        %s\nattempts  %d\n", rc.MessageID, rc.Status, rc.Sender, rc.Receiver, rc.Attempts)
+	if rc.LastError != "" {
+		fmt.Fprintf(s.out, "error     %s\n", rc.LastError)
+	}
+	if len(rc.Receipt) > 0 && string(rc.Receipt) != "null" {
+		fmt.Fprintf(s.out, "reply     %s\n", rc.Receipt)
+	}
+	for _, e := range rc.History {
+		fmt.Fprintf(s.out, "  %s  %-9s %s\n", e.At.Format(time.RFC3339Nano), e.Status, e.Detail)
+	}
+	return exitOK
+}
+
+func runDLQ(ctx context.Context, args []string, s stdio) int {
+	usage := "Usage: switchboard dlq list [flags]\n       switchboard dlq replay [flags] MESSAGE_ID\n\nLists dead letters (messages that ended timeout or rejected) or re-queues one\nwith a fresh TTL. Needs the admin token."
+	if len(args) == 0 || (args[0] != "list" && args[0] != "replay") {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			fmt.Fprintln(s.err, usage)
+			return exitOK
+		}
+		fmt.Fprintln(s.err, usage)
+		return exitUsage
+	}
+	sub := args[0]
+	fs := newFlagSet("dlq "+sub, usage, s)
+	var h hubFlags
+	h.add(fs)
+	receiver := fs.String("receiver", "", "list: only dead letters for this receiver")
+	limit := fs.Int("limit", 100, "list: at most this many")
+	ttl := fs.Duration("ttl", 0, "replay: new TTL (default: the message's own)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return flagExit(err)
+	}
+	c := h.client()
+	if sub == "replay" {
+		if fs.NArg() != 1 {
+			fs.Usage()
+			return exitUsage
+		}
+		rc, err := c.Replay(ctx, fs.Arg(0), *ttl)
+		if err != nil {
+			return failure(s, "dlq replay", err)
+		}
+		if h.json {
+			fmt.Fprintln(s.out, string(rc))
+		} else {
+			fmt.Fprintf(s.out, "%s queued\n", fs.Arg(0))
+		}
+		return exitOK
+	}
+	list, err := c.DeadLetters(ctx, *receiver, *limit)
+	if err != nil {
+		return failure(s, "dlq list", err)
+	}
+	if h.json {
+		printJSON(s.out, list)
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(s.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MESSAGE\tSTATUS\tFROM\tTO\tATTEMPTS\tLAST ERROR")
+	for _, raw := range list {
+		var r struct {
+			MessageID string `json:"message_id"`
+			Status    string `json:"status"`
+			Sender    string `json:"sender"`
+			Receiver  string `json:"receiver"`
+			Attempts  int    `json:"attempts"`
+			LastError string `json:"last_error"`
+		}
+		_ = json.Unmarshal(raw, &r)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", r.MessageID, r.Status, r.Sender, r.Receiver, r.Attempts, r.LastError)
+	}
+	tw.Flush()
+	return exitOK
+}
+
+func runTail(ctx context.Context, args []string, s stdio) int {
+	fs := newFlagSet("tail", "Usage: switchboard tail [flags]\n\nFollows the live message flow (accepted, delivered, retried, rejected, timed\nout) until interrupted. Needs the admin token.", s)
+	var h hubFlags
+	h.add(fs)
+	agent := fs.String("agent", "", "only events of this agent (as sender or receiver)")
+	typ := fs.String("type", "", "only events of this type (accepted, delivered, retry, rejected, timeout, …)")
+	count := fs.Int("n", 0, "exit after this many events (0: follow forever)")
+	if err := fs.Parse(args); err != nil {
+		return flagExit(err)
+	}
+	c := h.client()
+	q := []string{}
+	if *agent != "" {
+		q = append(q, "agent="+*agent)
+	}
+	if *typ != "" {
+		q = append(q, "type="+*typ)
+	}
+	url := c.BaseURL() + "/v1/events?" + strings.Join(q, "&")
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return failure(s, "tail", err)
+	}
+	if c.Token() != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token())
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return exitOK
+		}
+		return failure(s, "tail", fmt.Errorf("%w: %v", client.ErrUnavailable, err))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		e := &client.Error{StatusCode: resp.StatusCode}
+		_ = json.Unmarshal(b, e)
+		return failure(s, "tail", e)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	seen := 0
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "data: ") {
+			continue
+		}
+		data := strings.TrimPrefix(line, "data: ")
+		if h.json {
+			fmt.Fprintln(s.out, data)
+		} else {
+			var e struct {
+				Type      string    `json:"type"`
+				At        time.Time `json:"at"`
+				MessageID string    `json:"message_id"`
+				Sender    string    `json:"sender"`
+				Receiver  string    `json:"receiver"`
+				Agent     string    `json:"agent"`
+				Protocol  string    `json:"protocol"`
+				Attempts  int       `json:"attempts"`
+				Detail    string    `json:"detail"`
+				Error     string    `json:"error"`
+			}
+			_ = json.Unmarshal([]byte(data), &e)
+			who := e.Sender + " → " + e.Receiver
+			if e.Agent != "" {
+				who = e.Agent
+			}
+			extra := strings.TrimSpace(e.Detail + " " + e.Error)
+			fmt.Fprintf(s.out, "%s  %-12s %-30s %s %s\n", e.At.Format("15:04:05.000"), e.Type, who, e.MessageID, extra)
+		}
+		seen++
+		if *count > 0 && seen >= *count {
+			return exitOK
+		}
+	}
+	if ctx.Err() != nil {
+		return exitOK
+	}
+	return exitOK
+}

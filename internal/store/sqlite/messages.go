@@ -15,8 +15,10 @@ import (
 const maxHistory = 64
 
 // appendHistory is the SQL expression that appends the JSON event in the
-// next parameter to the history column, up to maxHistory events.
-const appendHistory = "history = CASE WHEN json_array_length(history) < 64 THEN json_insert(history, '$[#]', json(?)) ELSE history END"
+// next parameter to the history column. At maxHistory events it drops the
+// second one, so the history keeps its first event (accepted) and the latest
+// ones, including the terminal event.
+const appendHistory = "history = json_insert(CASE WHEN json_array_length(history) < 64 THEN history ELSE json_remove(history, '$[1]') END, '$[#]', json(?))"
 
 func event(at time.Time, st core.Status, detail string) string {
 	b, _ := json.Marshal(core.ReceiptEvent{At: at, Status: st, Detail: detail})
@@ -68,7 +70,10 @@ func (s *Store) Accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 		if queued {
 			state = 0
 		}
-		hist, _ := json.Marshal(r.History)
+		hist := []byte("[]") // never "null": events are appended to it
+		if len(r.History) > 0 {
+			hist, _ = json.Marshal(r.History)
+		}
 		out, err := tx.ExecContext(ctx, `INSERT INTO messages(id, sender, receiver, state, status, history, expires_at, created_at, updated_at, conversation_id, correlation_id, body)
 			VALUES (?,?,?,?,?,?,?,?,?,?,?,?)`,
 			m.ID, m.Sender, m.Receiver, state, string(r.Status), string(hist), ts(m.ExpiresAt), ts(r.CreatedAt), ts(r.UpdatedAt),

@@ -1,0 +1,157 @@
+package ampapi
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-hub/switchboard/internal/amp"
+)
+
+func newServer(t *testing.T) (*httptest.Server, *amp.MemoryStore) {
+	t.Helper()
+	store := amp.NewMemoryStore()
+	clock := amp.ClockFunc(func() time.Time { return time.Date(2026, 9, 12, 10, 0, 0, 0, time.UTC) })
+	srv := httptest.NewServer(New(amp.New(store, amp.WithClock(clock))))
+	t.Cleanup(srv.Close)
+	return srv, store
+}
+
+func do(t *testing.T, method, url, body string) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, data
+}
+
+func TestGetSpec(t *testing.T) {
+	srv, _ := newServer(t)
+	code, h, body := do(t, http.MethodGet, srv.URL+PathSpec, "")
+	if code != http.StatusOK || h.Get("Content-Type") != "application/json" {
+		t.Fatalf("%d %v", code, h)
+	}
+	if string(body) != string(amp.SpecDocumentJSON()) {
+		t.Fatal("body is not the spec document")
+	}
+	var doc amp.SpecDocument
+	if err := json.Unmarshal(body, &doc); err != nil || doc.Spec != amp.SpecVersion || len(doc.Objects.Gates) != 5 {
+		t.Fatalf("%+v %v", doc, err)
+	}
+}
+
+func TestTick(t *testing.T) {
+	srv, store := newServer(t)
+	code, _, body := do(t, http.MethodPost, srv.URL+PathTick, `{"session_id":"h1","event":"UserPromptSubmit","message":"I give up","unknown":true}`)
+	if code != http.StatusOK {
+		t.Fatalf("%d %s", code, body)
+	}
+	// The body is a valid AMP envelope (extra fields are allowed).
+	env, err := amp.DecodeEnvelope(body)
+	if err != nil {
+		t.Fatalf("%s: %v", body, err)
+	}
+	if !slices.Equal(env.Events, []amp.Event{amp.EventGivingUp}) || env.Gate != amp.GateDiagnosis || env.State.Pressure != 1 {
+		t.Fatalf("%+v", env)
+	}
+	var resp struct {
+		SessionID string `json:"session_id"`
+		Event     string `json:"event"`
+		Injection string `json:"injection"`
+	}
+	json.Unmarshal(body, &resp)
+	if resp.SessionID != "h1" || resp.Event != "UserPromptSubmit" || !strings.Contains(resp.Injection, "[PUAX-RUNTIME]") {
+		t.Fatalf("%s", body)
+	}
+	if st, ok, _ := store.Load(t.Context(), "h1"); !ok || st.Pressure != 1 {
+		t.Fatalf("state not persisted: %+v", st)
+	}
+}
+
+func TestTickDefaults(t *testing.T) {
+	srv, store := newServer(t)
+	for _, body := range []string{"", "{}", `{"event":"garbage"}`, `{"spec":"AMP/0.1"}`} {
+		code, _, out := do(t, http.MethodPost, srv.URL+PathTick, body)
+		if code != http.StatusOK {
+			t.Fatalf("%q: %d %s", body, code, out)
+		}
+		env, err := amp.DecodeEnvelope(out)
+		if err != nil || env.State.Role != amp.RoleNone || env.State.Happened {
+			t.Fatalf("%q: %s %v", body, out, err)
+		}
+		if !strings.Contains(string(out), `"session_id":"http-session","event":"Manual"`) {
+			t.Fatalf("%q: %s", body, out)
+		}
+	}
+	if _, ok, _ := store.Load(t.Context(), DefaultSessionID); !ok {
+		t.Fatal("default session not used")
+	}
+}
+
+func TestTickGuard(t *testing.T) {
+	srv, _ := newServer(t)
+	code, _, body := do(t, http.MethodPost, srv.URL+PathTick, `{"session_id":"g","event":"PreToolUse","tool_name":"Bash","tool_input":{"command":"git clean -fd"}}`)
+	if code != http.StatusOK || !strings.Contains(string(body), `"gate":"pretooluse"`) || !strings.Contains(string(body), `"deny":true`) {
+		t.Fatalf("%d %s", code, body)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	srv, _ := newServer(t)
+	tests := []struct {
+		name, method, path, body string
+		status                   int
+		code                     string
+	}{
+		{"malformed JSON", http.MethodPost, PathTick, `{"session_id":`, http.StatusBadRequest, "invalid_json"},
+		{"wrong type", http.MethodPost, PathTick, `{"session_id":7}`, http.StatusBadRequest, "invalid_json"},
+		{"trailing data", http.MethodPost, PathTick, `{} {}`, http.StatusBadRequest, "invalid_json"},
+		{"unknown spec", http.MethodPost, PathTick, `{"spec":"AMP/0.2"}`, http.StatusBadRequest, "unknown_spec"},
+		{"oversized body", http.MethodPost, PathTick, `{"message":"` + strings.Repeat("a", MaxBody) + `"}`, http.StatusRequestEntityTooLarge, "payload_too_large"},
+		{"GET tick", http.MethodGet, PathTick, "", http.StatusMethodNotAllowed, "method_not_allowed"},
+		{"POST spec", http.MethodPost, PathSpec, "{}", http.StatusMethodNotAllowed, "method_not_allowed"},
+		{"unknown path", http.MethodGet, "/v4/nope", "", http.StatusNotFound, "not_found"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			status, h, body := do(t, tc.method, srv.URL+tc.path, tc.body)
+			var e Error
+			if err := json.Unmarshal(body, &e); err != nil {
+				t.Fatalf("%s: %v", body, err)
+			}
+			if status != tc.status || e.StatusCode != tc.status || e.Error != tc.code || e.Message == "" {
+				t.Fatalf("%d %+v, want %d %s", status, e, tc.status, tc.code)
+			}
+			if h.Get("Content-Type") != "application/json" {
+				t.Fatalf("content type %q", h.Get("Content-Type"))
+			}
+		})
+	}
+}
+
+func TestTickResponseMarshal(t *testing.T) {
+	r := TickResponse{Envelope: amp.Envelope{Spec: amp.SpecVersion, Gate: amp.GateNone, State: amp.EnvelopeState{Role: "none"}}, SessionID: "s", Event: "Manual"}
+	data, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"spec":"AMP/0.1","events":[],"blocks":[],"gate":"none","state":{"pressure":0,"arena":false,"dream":false,"happened":false,"role":"none"},"session_id":"s","event":"Manual"}`
+	if string(data) != want {
+		t.Fatalf("got  %s\nwant %s", data, want)
+	}
+}

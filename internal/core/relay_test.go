@@ -1,0 +1,514 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/switchboard-hub/switchboard/internal/core"
+	"github.com/switchboard-hub/switchboard/internal/store/sqlite"
+)
+
+// fakeClock is a settable clock.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// scripted is a deliverer whose answers the test decides; it records what
+// it was handed, in order.
+type scripted struct {
+	mu     sync.Mutex
+	got    []string
+	answer func(m *core.Message, n int) core.Delivery
+}
+
+func (s *scripted) Deliver(_ context.Context, _ *core.Agent, m *core.Message) core.Delivery {
+	s.mu.Lock()
+	s.got = append(s.got, m.ID)
+	n := len(s.got)
+	s.mu.Unlock()
+	if s.answer == nil {
+		return core.Delivery{Kind: core.OutcomeDelivered, Code: 200, Reply: []byte(`{"status":"accepted"}`)}
+	}
+	return s.answer(m, n)
+}
+
+func (s *scripted) delivered() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.got...)
+}
+
+const kindTest core.EndpointKind = "test"
+
+type fixture struct {
+	relay *core.Relay
+	store core.Store
+	clock *fakeClock
+	d     *scripted
+	ctx   context.Context
+}
+
+func newFixture(t *testing.T, cfg core.Config) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, t.TempDir(), sqlite.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	clock := &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	r := core.NewRelay(st, clock, cfg, nil)
+	d := &scripted{}
+	r.SetDeliverer(kindTest, d)
+	f := &fixture{relay: r, store: st, clock: clock, d: d, ctx: ctx}
+	f.register(t, "worker", kindTest)
+	f.register(t, "planner", core.EndpointPull)
+	return f
+}
+
+func (f *fixture) register(t *testing.T, id string, kind core.EndpointKind) {
+	t.Helper()
+	if _, _, err := f.relay.Register(f.ctx, &core.Agent{ID: id, Endpoint: core.Endpoint{Kind: kind, URL: "http://x"}}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fixture) send(t *testing.T, id string, ttl time.Duration) core.SendResult {
+	t.Helper()
+	res, err := f.relay.Send(f.ctx, &core.Message{ID: id, Sender: "planner", Receiver: "worker", Type: "task.request",
+		TTL: ttl, Parts: []core.Part{{Kind: core.PartText, Text: "hi " + id}}})
+	if err != nil {
+		t.Fatalf("send %s: %v", id, err)
+	}
+	return res
+}
+
+func (f *fixture) tick(t *testing.T) {
+	t.Helper()
+	if err := f.relay.Tick(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fixture) status(t *testing.T, id string) *core.Receipt {
+	t.Helper()
+	rc, err := f.relay.Receipt(f.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc
+}
+
+func TestSendDeliversAndRecordsReceipt(t *testing.T) {
+	f := newFixture(t, core.Config{})
+	res := f.send(t, "m1", time.Minute)
+	if res.Receipt.Status != core.StatusQueued || res.Duplicate {
+		t.Fatalf("send: %+v", res)
+	}
+	f.tick(t)
+	rc := f.status(t, "m1")
+	if rc.Status != core.StatusDelivered || rc.Attempts != 1 || string(rc.Reply) != `{"status":"accepted"}` {
+		t.Fatalf("receipt: %+v", rc)
+	}
+	if len(rc.History) != 2 || rc.History[1].Status != core.StatusDelivered {
+		t.Fatalf("history: %+v", rc.History)
+	}
+}
+
+func TestSendValidation(t *testing.T) {
+	f := newFixture(t, core.Config{MaxTTL: time.Hour})
+	cases := []struct {
+		name string
+		m    core.Message
+		want error
+	}{
+		{"no id", core.Message{Sender: "planner", Receiver: "worker"}, core.ErrInvalid},
+		{"no sender", core.Message{ID: "a", Receiver: "worker"}, core.ErrInvalid},
+		{"negative ttl", core.Message{ID: "b", Sender: "planner", Receiver: "worker", TTL: -time.Second}, core.ErrInvalid},
+		{"absurd ttl", core.Message{ID: "c", Sender: "planner", Receiver: "worker", TTL: 2 * time.Hour}, core.ErrInvalid},
+		{"unknown receiver", core.Message{ID: "d", Sender: "planner", Receiver: "nobody"}, core.ErrUnknownReceiver},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := c.m
+			if _, err := f.relay.Send(f.ctx, &m); !errors.Is(err, c.want) {
+				t.Fatalf("got %v, want %v", err, c.want)
+			}
+			if m.ID != "" {
+				if _, err := f.store.GetReceipt(f.ctx, m.ID); !errors.Is(err, core.ErrNotFound) {
+					t.Fatalf("refused message was stored: %v", err)
+				}
+			}
+		})
+	}
+}
+
+func TestDuplicateRoutesOnce(t *testing.T) {
+	f := newFixture(t, core.Config{})
+	var wg sync.WaitGroup
+	var firsts atomic.Int32
+	for i := 0; i < 40; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res := f.send(t, "same", time.Minute)
+			if !res.Duplicate {
+				firsts.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if firsts.Load() != 1 {
+		t.Fatalf("%d sends were taken as first, want 1", firsts.Load())
+	}
+	f.tick(t)
+	f.tick(t)
+	if got := f.d.delivered(); len(got) != 1 {
+		t.Fatalf("delivered %d times, want once", len(got))
+	}
+	if res := f.send(t, "same", time.Minute); !res.Duplicate || res.Receipt.Status != core.StatusDelivered {
+		t.Fatalf("repeat after delivery: %+v", res)
+	}
+	// Another sender reusing the id is refused.
+	_, err := f.relay.Send(f.ctx, &core.Message{ID: "same", Sender: "worker", Receiver: "worker"})
+	if !errors.Is(err, core.ErrIDConflict) {
+		t.Fatalf("foreign reuse: %v", err)
+	}
+}
+
+func TestExpiredOnArrival(t *testing.T) {
+	f := newFixture(t, core.Config{Skew: time.Second})
+	m := &core.Message{ID: "old", Sender: "planner", Receiver: "worker", TTL: 5 * time.Second,
+		SentAt: f.clock.Now().Add(-10 * time.Second)}
+	res, err := f.relay.Send(f.ctx, m)
+	if err != nil || res.Receipt.Status != core.StatusExpired {
+		t.Fatalf("send: %+v %v", res, err)
+	}
+	f.tick(t)
+	if len(f.d.delivered()) != 0 {
+		t.Fatal("an expired message was delivered")
+	}
+	// A sender clock slightly behind is tolerated: TTL counts from arrival.
+	m2 := &core.Message{ID: "skewed", Sender: "planner", Receiver: "worker", TTL: 5 * time.Second,
+		SentAt: f.clock.Now().Add(-5500 * time.Millisecond)}
+	if res, _ := f.relay.Send(f.ctx, m2); res.Receipt.Status != core.StatusQueued {
+		t.Fatalf("skewed: %+v", res.Receipt)
+	}
+	if !m2.ExpiresAt.Equal(f.clock.Now().Add(5 * time.Second)) {
+		t.Fatalf("ttl not measured from received_at: %v", m2.ExpiresAt)
+	}
+}
+
+func TestRetryBackoffThenDeliver(t *testing.T) {
+	f := newFixture(t, core.Config{BackoffBase: time.Second, BackoffMax: 8 * time.Second})
+	f.d.answer = func(m *core.Message, n int) core.Delivery {
+		if n <= 2 {
+			return core.Delivery{Kind: core.OutcomeRetry, Code: 503, Err: fmt.Errorf("receiver answered 503")}
+		}
+		return core.Delivery{Kind: core.OutcomeDelivered, Code: 200}
+	}
+	f.send(t, "m", time.Minute)
+	f.tick(t)
+	rc := f.status(t, "m")
+	if rc.Status != core.StatusQueued || rc.Attempts != 1 || rc.LastError != "receiver answered 503" || rc.Code != 503 {
+		t.Fatalf("after first failure: %+v", rc)
+	}
+	wait := rc.NextAttempt.Sub(f.clock.Now())
+	if wait < 500*time.Millisecond || wait > time.Second {
+		t.Fatalf("first backoff %v outside [0.5s, 1s]", wait)
+	}
+	f.tick(t) // not due yet
+	if n := len(f.d.delivered()); n != 1 {
+		t.Fatalf("attempted %d times before the backoff passed", n)
+	}
+	f.clock.Advance(time.Second)
+	f.tick(t)
+	rc = f.status(t, "m")
+	wait = rc.NextAttempt.Sub(f.clock.Now())
+	if rc.Attempts != 2 || wait < time.Second || wait > 2*time.Second {
+		t.Fatalf("second backoff %v (attempts %d)", wait, rc.Attempts)
+	}
+	f.clock.Advance(2 * time.Second)
+	f.tick(t)
+	if rc = f.status(t, "m"); rc.Status != core.StatusDelivered || rc.Attempts != 3 {
+		t.Fatalf("final: %+v", rc)
+	}
+}
+
+func TestBackoffBounds(t *testing.T) {
+	r := core.NewRelay(nil, nil, core.Config{BackoffBase: 100 * time.Millisecond, BackoffMax: time.Second}, nil)
+	cases := []struct {
+		attempt  int
+		min, max time.Duration
+	}{
+		{1, 50 * time.Millisecond, 100 * time.Millisecond},
+		{2, 100 * time.Millisecond, 200 * time.Millisecond},
+		{3, 200 * time.Millisecond, 400 * time.Millisecond},
+		{5, 500 * time.Millisecond, time.Second},
+		{40, 500 * time.Millisecond, time.Second},
+	}
+	for _, c := range cases {
+		for i := 0; i < 200; i++ {
+			if d := r.Backoff(c.attempt); d < c.min || d > c.max {
+				t.Fatalf("attempt %d: %v outside [%v, %v]", c.attempt, d, c.min, c.max)
+			}
+		}
+	}
+}
+
+func TestTimeoutDeadLetterAndReplay(t *testing.T) {
+	f := newFixture(t, core.Config{BackoffBase: time.Second})
+	failing := true
+	f.d.answer = func(m *core.Message, n int) core.Delivery {
+		if failing {
+			return core.Delivery{Kind: core.OutcomeRetry, Err: errors.New("connection refused")}
+		}
+		return core.Delivery{Kind: core.OutcomeDelivered, Code: 200}
+	}
+	f.send(t, "m", 5*time.Second)
+	for i := 0; i < 10; i++ {
+		f.tick(t)
+		f.clock.Advance(time.Second)
+	}
+	rc := f.status(t, "m")
+	if rc.Status != core.StatusTimeout || rc.Attempts < 2 {
+		t.Fatalf("want timeout after several attempts: %+v", rc)
+	}
+	dl, err := f.store.DeadLetters(f.ctx, core.DeadLetterFilter{})
+	if err != nil || len(dl) != 1 || dl[0].MessageID != "m" {
+		t.Fatalf("dead letters: %v %v", dl, err)
+	}
+	attempts := len(f.d.delivered())
+	f.tick(t)
+	if len(f.d.delivered()) != attempts {
+		t.Fatal("a timed-out message was attempted again")
+	}
+	failing = false
+	if _, err := f.relay.Replay(f.ctx, "m", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	f.tick(t)
+	if rc = f.status(t, "m"); rc.Status != core.StatusDelivered {
+		t.Fatalf("after replay: %+v", rc)
+	}
+	if _, err := f.relay.Replay(f.ctx, "m", 0); !errors.Is(err, core.ErrConflict) {
+		t.Fatalf("replaying a delivered message: %v", err)
+	}
+}
+
+func TestRejectedIsTerminal(t *testing.T) {
+	f := newFixture(t, core.Config{})
+	f.d.answer = func(m *core.Message, n int) core.Delivery {
+		return core.Delivery{Kind: core.OutcomeRejected, Code: 415, Reply: []byte(`{"status":"rejected","code":415}`)}
+	}
+	f.send(t, "m", time.Minute)
+	f.tick(t)
+	f.clock.Advance(time.Minute)
+	f.tick(t)
+	rc := f.status(t, "m")
+	if rc.Status != core.StatusRejected || rc.Code != 415 || len(f.d.delivered()) != 1 {
+		t.Fatalf("%+v after %d attempts", rc, len(f.d.delivered()))
+	}
+}
+
+func TestPerPairOrderSurvivesRetry(t *testing.T) {
+	f := newFixture(t, core.Config{BackoffBase: time.Second, PerLane: 7})
+	var failedOnce atomic.Bool
+	f.d.answer = func(m *core.Message, n int) core.Delivery {
+		if m.ID == "m012" && failedOnce.CompareAndSwap(false, true) {
+			return core.Delivery{Kind: core.OutcomeRetry, Err: errors.New("flaky")}
+		}
+		return core.Delivery{Kind: core.OutcomeDelivered}
+	}
+	for i := 0; i < 40; i++ {
+		f.send(t, fmt.Sprintf("m%03d", i), time.Minute)
+	}
+	for i := 0; i < 20; i++ {
+		f.tick(t)
+		f.clock.Advance(time.Second)
+	}
+	var want []string
+	for i := 0; i < 40; i++ {
+		want = append(want, fmt.Sprintf("m%03d", i))
+		if i == 12 {
+			want = append(want, "m012") // the retry, before anything after it
+		}
+	}
+	got := f.d.delivered()
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("order:\n got %v\nwant %v", got, want)
+	}
+}
+
+func TestOfflineReceiverParksUntilHeartbeat(t *testing.T) {
+	f := newFixture(t, core.Config{})
+	f.clock.Advance(2 * time.Minute) // worker's 1-minute lease lapses
+	f.send(t, "m", time.Hour)
+	f.tick(t)
+	f.tick(t)
+	if n := len(f.d.delivered()); n != 0 {
+		t.Fatalf("delivered to an offline agent %d times", n)
+	}
+	if rc := f.status(t, "m"); rc.Status != core.StatusQueued || rc.Attempts != 0 {
+		t.Fatalf("parked message: %+v", rc)
+	}
+	_, queued, err := f.relay.Heartbeat(f.ctx, "worker", time.Minute)
+	if err != nil || queued != 1 {
+		t.Fatalf("heartbeat: queued %d, %v", queued, err)
+	}
+	f.tick(t)
+	if rc := f.status(t, "m"); rc.Status != core.StatusDelivered {
+		t.Fatalf("after heartbeat: %+v", rc)
+	}
+}
+
+func TestReRegisterFlushesQueue(t *testing.T) {
+	f := newFixture(t, core.Config{})
+	f.register(t, "worker", core.EndpointPull) // goes pull: nothing is pushed
+	f.send(t, "a", time.Hour)
+	f.send(t, "b", time.Hour)
+	f.tick(t)
+	if len(f.d.delivered()) != 0 {
+		t.Fatal("pushed to a pull agent")
+	}
+	queued, _, err := f.relay.Register(f.ctx, &core.Agent{ID: "worker", Endpoint: core.Endpoint{Kind: kindTest, URL: "http://x"}}, time.Minute)
+	if err != nil || queued != 2 {
+		t.Fatalf("register: queued %d, %v", queued, err)
+	}
+	f.tick(t)
+	if got := f.d.delivered(); fmt.Sprint(got) != "[a b]" {
+		t.Fatalf("flush: %v", got)
+	}
+}
+
+func TestPullWithAck(t *testing.T) {
+	f := newFixture(t, core.Config{})
+	f.register(t, "worker", core.EndpointPull)
+	f.send(t, "a", time.Hour)
+	f.send(t, "b", time.Hour)
+	ms, err := f.relay.Pull(f.ctx, "worker", 10, 30*time.Second, false)
+	if err != nil || len(ms) != 2 || ms[0].ID != "a" {
+		t.Fatalf("pull: %v %v", ms, err)
+	}
+	if again, _ := f.relay.Pull(f.ctx, "worker", 10, 30*time.Second, false); len(again) != 0 {
+		t.Fatalf("leased messages pulled again: %d", len(again))
+	}
+	if n, err := f.relay.Ack(f.ctx, "worker", []string{"a", "nope"}); err != nil || n != 1 {
+		t.Fatalf("ack: %d %v", n, err)
+	}
+	f.clock.Advance(31 * time.Second) // b's lease lapses: at-least-once
+	ms, _ = f.relay.Pull(f.ctx, "worker", 10, 30*time.Second, false)
+	if len(ms) != 1 || ms[0].ID != "b" {
+		t.Fatalf("redelivery after visibility: %v", ms)
+	}
+	if rc := f.status(t, "a"); rc.Status != core.StatusDelivered {
+		t.Fatalf("acked: %+v", rc)
+	}
+}
+
+func TestResultsAreSeparateMessages(t *testing.T) {
+	f := newFixture(t, core.Config{})
+	f.send(t, "task", time.Minute)
+	f.tick(t)
+	ctx, cancel := context.WithTimeout(f.ctx, 5*time.Second)
+	defer cancel()
+	got := make(chan *core.Message, 1)
+	go func() {
+		m, err := f.relay.WaitResult(ctx, "task")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- m
+	}()
+	if _, err := f.relay.Send(f.ctx, &core.Message{ID: "result", Sender: "worker", Receiver: "planner", Type: "task.result",
+		CorrelationID: "task", Parts: []core.Part{{Kind: core.PartText, Text: "done"}}}); err != nil {
+		t.Fatal(err)
+	}
+	m := <-got
+	if m == nil || m.ID != "result" || m.Parts[0].Text != "done" {
+		t.Fatalf("result: %+v", m)
+	}
+	if rc := f.status(t, "task"); rc.Status != core.StatusDelivered {
+		t.Fatalf("the receipt is unaffected by the result: %+v", rc)
+	}
+}
+
+func TestQueueFull(t *testing.T) {
+	f := newFixture(t, core.Config{MaxQueue: 2})
+	f.register(t, "worker", core.EndpointPull)
+	f.send(t, "a", time.Hour)
+	f.send(t, "b", time.Hour)
+	_, err := f.relay.Send(f.ctx, &core.Message{ID: "c", Sender: "planner", Receiver: "worker"})
+	if !errors.Is(err, core.ErrQueueFull) {
+		t.Fatalf("third send: %v", err)
+	}
+	if _, err := f.store.GetReceipt(f.ctx, "c"); !errors.Is(err, core.ErrNotFound) {
+		t.Fatal("refused message was stored")
+	}
+}
+
+func TestCardRules(t *testing.T) {
+	f := newFixture(t, core.Config{})
+	recv := &core.Agent{ID: "picky", Endpoint: core.Endpoint{Kind: core.EndpointPull},
+		Card: core.Card{ContentTypes: []string{"text"}, MaxMessageSize: 10}}
+	if _, _, err := f.relay.Register(f.ctx, recv, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name  string
+		parts []core.Part
+		want  error
+	}{
+		{"text fits", []core.Part{{Kind: core.PartText, Text: "short"}}, nil},
+		{"image refused", []core.Part{{Kind: core.PartImage, URL: "http://i"}}, core.ErrContentType},
+		{"too large", []core.Part{{Kind: core.PartText, Text: "far too long for it"}}, core.ErrTooLarge},
+	}
+	for i, c := range cases {
+		_, err := f.relay.Send(f.ctx, &core.Message{ID: fmt.Sprint("card", i), Sender: "planner", Receiver: "picky", Parts: c.parts})
+		if !errors.Is(err, c.want) && !(c.want == nil && err == nil) {
+			t.Errorf("%s: got %v, want %v", c.name, err, c.want)
+		}
+	}
+}
+
+func TestCheckAccess(t *testing.T) {
+	a := &core.Agent{ID: "x", Card: core.Card{Access: &core.Access{AllowedAgents: []string{"agent://trusted.com/*"}, RequireAuth: true}}}
+	cases := []struct {
+		sender string
+		authed bool
+		ok     bool
+	}{
+		{"agent://trusted.com/bot", true, true},
+		{"agent://trusted.com/bot", false, false},
+		{"agent://evil.com/bot", true, false},
+		{"agent://trusted.com/a/b", true, false},
+	}
+	for _, c := range cases {
+		err := core.CheckAccess(a, c.sender, c.authed)
+		if (err == nil) != c.ok {
+			t.Errorf("%s authed=%v: %v", c.sender, c.authed, err)
+		}
+	}
+	public := &core.Agent{ID: "p", Card: core.Card{Access: &core.Access{Public: true}}}
+	if err := core.CheckAccess(public, "agent://anyone/x", false); err != nil {
+		t.Errorf("public: %v", err)
+	}
+}

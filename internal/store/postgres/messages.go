@@ -1,0 +1,647 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/switchboard-hub/switchboard/internal/core"
+)
+
+// maxHistory bounds the events kept in one receipt's history.
+const maxHistory = 64
+
+// appendHistory is the SET clause that appends the event in parameter p (a
+// JSON object) to the history. At maxHistory events it drops the second one,
+// so a history keeps its first event (accepted) and the latest ones,
+// including the terminal event.
+func appendHistory(p string) string {
+	return fmt.Sprintf("history = CASE WHEN jsonb_array_length(history) < %d THEN history ELSE history - 1 END || jsonb_build_array(%s::jsonb)", maxHistory, p)
+}
+
+func event(at time.Time, st core.Status, detail string) string {
+	b, _ := json.Marshal(core.ReceiptEvent{At: at, Status: st, Detail: detail})
+	return string(b)
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// Accept implements core.Store. The message id's uniqueness is the
+// database's: INSERT … ON CONFLICT (id) DO NOTHING waits for a concurrent
+// insert of the same id (from any instance) and then reports the row as
+// taken, so exactly one accept stores it. maxQueue is exact for one lane;
+// concurrent accepts from several senders to one receiver may together pass
+// it by at most their number.
+func (s *Store) Accept(ctx context.Context, m *core.Message, r *core.Receipt, maxQueue int) (core.AcceptResult, error) {
+	body, err := json.Marshal(m)
+	if err != nil {
+		return core.AcceptResult{}, fmt.Errorf("postgres: encode message: %w", err)
+	}
+	hist := []byte("[]")
+	if len(r.History) > 0 {
+		if hist, err = json.Marshal(r.History); err != nil {
+			return core.AcceptResult{}, fmt.Errorf("postgres: encode history: %w", err)
+		}
+	}
+	queued := r.Status == core.StatusQueued
+	state := 1
+	if queued {
+		state = 0
+	}
+	var res core.AcceptResult
+	var seq int64
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		res, seq = core.AcceptResult{}, 0
+		err := tx.QueryRow(ctx, `INSERT INTO messages (id, sender, receiver, state, status, history, expires_at, created_at, updated_at, conversation_id, correlation_id, body)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+			ON CONFLICT (id) DO NOTHING RETURNING seq`,
+			m.ID, m.Sender, m.Receiver, state, string(r.Status), string(hist), m.ExpiresAt, r.CreatedAt, r.UpdatedAt,
+			nullable(m.ConversationID), nullable(m.CorrelationID), body).Scan(&seq)
+		if errors.Is(err, pgx.ErrNoRows) {
+			first, err := scanReceipt(tx.QueryRow(ctx, "SELECT "+receiptCols("")+" FROM messages WHERE id = $1", m.ID))
+			if err != nil {
+				return fmt.Errorf("postgres: read first receipt: %w", err)
+			}
+			if first.Sender != m.Sender {
+				return fmt.Errorf("message %q: %w", m.ID, core.ErrIDConflict)
+			}
+			res = core.AcceptResult{Receipt: *first, Duplicate: true}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("postgres: insert message: %w", err)
+		}
+		var b pgx.Batch
+		depth := 0
+		if queued {
+			b.Queue(`INSERT INTO lanes (receiver, sender, pending, next_at) VALUES ($1, $2, 1, $3)
+				ON CONFLICT (receiver, sender) DO UPDATE SET pending = lanes.pending + 1`,
+				m.Receiver, m.Sender, m.ReceivedAt)
+			if maxQueue > 0 {
+				b.Queue("SELECT COALESCE(SUM(pending), 0) FROM lanes WHERE receiver = $1", m.Receiver).
+					QueryRow(func(row pgx.Row) error { return row.Scan(&depth) })
+			}
+		}
+		if m.ConversationID != "" {
+			b.Queue(`INSERT INTO conversations (id, created_at, last_message_at, messages) VALUES ($1, $2, $2, 1)
+				ON CONFLICT (id) DO UPDATE SET last_message_at = GREATEST(conversations.last_message_at, excluded.last_message_at),
+					messages = conversations.messages + 1`,
+				m.ConversationID, m.ReceivedAt)
+			b.Queue(`INSERT INTO participants (conversation_id, agent_id, joined_at) VALUES ($1, $2, $4), ($1, $3, $4)
+				ON CONFLICT DO NOTHING`, m.ConversationID, m.Sender, m.Receiver, m.ReceivedAt)
+		}
+		if b.Len() > 0 {
+			if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+				return fmt.Errorf("postgres: accept: %w", err)
+			}
+		}
+		// depth includes this message: the queue was full if it already
+		// held maxQueue.
+		if queued && maxQueue > 0 && depth > maxQueue {
+			return fmt.Errorf("receiver %q has %d queued: %w", m.Receiver, depth-1, core.ErrQueueFull)
+		}
+		res = core.AcceptResult{Receipt: *r}
+		return nil
+	})
+	if err != nil {
+		return core.AcceptResult{}, err
+	}
+	if !res.Duplicate {
+		m.Seq = seq
+		if queued {
+			s.signalDue()
+		}
+	}
+	return res, nil
+}
+
+var receiptColumns = []string{"id", "sender", "receiver", "status", "attempts", "code", "last_error", "reply", "history", "created_at", "updated_at", "next_at", "expires_at"}
+
+// receiptCols lists the receipt columns, qualified with table when not empty.
+func receiptCols(table string) string {
+	if table == "" {
+		return strings.Join(receiptColumns, ", ")
+	}
+	return table + "." + strings.Join(receiptColumns, ", "+table+".")
+}
+
+func scanReceipt(row pgx.Row) (*core.Receipt, error) {
+	var r core.Receipt
+	var status string
+	var reply, hist []byte
+	var created, updated, next, exp time.Time
+	if err := row.Scan(&r.MessageID, &r.Sender, &r.Receiver, &status, &r.Attempts, &r.Code, &r.LastError, &reply, &hist,
+		&created, &updated, &next, &exp); err != nil {
+		return nil, err
+	}
+	r.Status = core.Status(status)
+	if len(reply) > 0 {
+		r.Reply = json.RawMessage(reply)
+	}
+	if err := json.Unmarshal(hist, &r.History); err != nil {
+		return nil, fmt.Errorf("postgres: decode history: %w", err)
+	}
+	r.CreatedAt, r.UpdatedAt, r.ExpiresAt = utc(created), utc(updated), utc(exp)
+	if r.Status == core.StatusQueued {
+		r.NextAttempt = utc(next)
+	}
+	return &r, nil
+}
+
+func collectReceipts(rows pgx.Rows, err error) ([]*core.Receipt, error) {
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*core.Receipt, error) { return scanReceipt(r) })
+}
+
+const messageCols = "body, seq, attempts, expires_at"
+
+func scanMessage(row pgx.Row, extra ...any) (*core.Message, error) {
+	var body []byte
+	var seq int64
+	var attempts int
+	var exp time.Time
+	if err := row.Scan(append([]any{&body, &seq, &attempts, &exp}, extra...)...); err != nil {
+		return nil, err
+	}
+	m := new(core.Message)
+	if err := json.Unmarshal(body, m); err != nil {
+		return nil, fmt.Errorf("postgres: decode message: %w", err)
+	}
+	m.Seq, m.Attempts, m.ExpiresAt = seq, attempts, utc(exp)
+	return m, nil
+}
+
+func collectMessages(rows pgx.Rows, err error) ([]*core.Message, error) {
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*core.Message, error) { return scanMessage(r) })
+}
+
+// GetMessage implements core.Store.
+func (s *Store) GetMessage(ctx context.Context, id string) (*core.Message, error) {
+	m, err := scanMessage(s.pool.QueryRow(ctx, "SELECT "+messageCols+" FROM messages WHERE id = $1", id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("message %q: %w", id, core.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: get message: %w", err)
+	}
+	return m, nil
+}
+
+// GetReceipt implements core.Store.
+func (s *Store) GetReceipt(ctx context.Context, id string) (*core.Receipt, error) {
+	r, err := scanReceipt(s.pool.QueryRow(ctx, "SELECT "+receiptCols("")+" FROM messages WHERE id = $1", id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("receipt %q: %w", id, core.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: get receipt: %w", err)
+	}
+	return r, nil
+}
+
+// Results implements core.Store.
+func (s *Store) Results(ctx context.Context, correlationID string, limit int) ([]*core.Message, error) {
+	ms, err := collectMessages(s.pool.Query(ctx, "SELECT "+messageCols+" FROM messages WHERE correlation_id = $1 ORDER BY seq LIMIT $2",
+		correlationID, lim(limit)))
+	if err != nil {
+		return nil, fmt.Errorf("postgres: results: %w", err)
+	}
+	return ms, nil
+}
+
+// claimSQL claims due lanes in one statement (one transaction): it locks up
+// to $2 due, unclaimed lanes with FOR UPDATE SKIP LOCKED, so concurrent
+// claimers on any instance skip each other's lanes instead of waiting or
+// double-claiming; reads up to $3 queued messages of each; stamps the lanes
+// that have some with the owner and claim_until; and parks the lanes whose
+// messages are all leased to a puller.
+const claimSQL = `WITH due AS (
+	SELECT receiver, sender, next_at FROM lanes
+	WHERE pending > 0 AND NOT parked AND next_at <= $1 AND claim_until <= $1
+	ORDER BY next_at, receiver, sender
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+), picked AS (
+	SELECT d.receiver, d.sender, d.next_at, m.seq, m.body, m.attempts, m.expires_at
+	FROM due d CROSS JOIN LATERAL (
+		SELECT seq, body, attempts, expires_at FROM messages
+		WHERE state = 0 AND receiver = d.receiver AND sender = d.sender AND claim_until <= $1
+		ORDER BY seq LIMIT $3
+	) m
+), claimed AS (
+	UPDATE lanes l SET claim_until = $4, owner = $5
+	FROM due d
+	WHERE l.receiver = d.receiver AND l.sender = d.sender
+		AND EXISTS (SELECT 1 FROM picked p WHERE p.receiver = d.receiver AND p.sender = d.sender)
+), parked AS (
+	UPDATE lanes l SET parked = true
+	FROM due d
+	WHERE l.receiver = d.receiver AND l.sender = d.sender
+		AND NOT EXISTS (SELECT 1 FROM picked p WHERE p.receiver = d.receiver AND p.sender = d.sender)
+)
+SELECT receiver, sender, body, seq, attempts, expires_at FROM picked
+ORDER BY next_at, receiver, sender, seq`
+
+// Claim implements core.Store.
+func (s *Store) Claim(ctx context.Context, now, claimUntil time.Time, owner string, maxLanes, perLane int) ([]core.LaneClaim, error) {
+	if maxLanes <= 0 || perLane <= 0 {
+		return nil, nil
+	}
+	var out []core.LaneClaim
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		out = out[:0]
+		rows, err := tx.Query(ctx, claimSQL, now, maxLanes, perLane, claimUntil, owner)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var l core.Lane
+			var body []byte
+			var seq int64
+			var attempts int
+			var exp time.Time
+			if err := rows.Scan(&l.Receiver, &l.Sender, &body, &seq, &attempts, &exp); err != nil {
+				return err
+			}
+			m := new(core.Message)
+			if err := json.Unmarshal(body, m); err != nil {
+				return fmt.Errorf("decode message: %w", err)
+			}
+			m.Seq, m.Attempts, m.ExpiresAt = seq, attempts, utc(exp)
+			if n := len(out); n == 0 || out[n-1].Lane != l {
+				out = append(out, core.LaneClaim{Lane: l})
+			}
+			out[len(out)-1].Messages = append(out[len(out)-1].Messages, m)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: claim: %w", err)
+	}
+	return out, nil
+}
+
+func laneCmp(a, b core.Lane) int {
+	return cmp.Or(strings.Compare(a.Receiver, b.Receiver), strings.Compare(a.Sender, b.Sender))
+}
+
+// Complete implements core.Store. Lanes are processed in key order, messages
+// before lanes, the lock order every write follows, to keep deadlocks (which
+// are retried) rare.
+func (s *Store) Complete(ctx context.Context, owner string, results []core.LaneResult) error {
+	results = slices.Clone(results)
+	slices.SortStableFunc(results, func(a, b core.LaneResult) int { return laneCmp(a.Lane, b.Lane) })
+	var ended []string
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		ended = ended[:0]
+		endedOn := make(map[core.Lane]int)
+		var b pgx.Batch
+		for _, lr := range results {
+			for _, o := range lr.Outcomes {
+				if err := queueOutcome(&b, o, func(id string, l core.Lane) {
+					ended = append(ended, id)
+					endedOn[l]++
+				}); err != nil {
+					return err
+				}
+			}
+		}
+		if b.Len() > 0 {
+			if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+				return fmt.Errorf("record outcomes: %w", err)
+			}
+		}
+		b = pgx.Batch{}
+		for _, lr := range results {
+			b.Queue(`UPDATE lanes SET pending = pending - $3,
+					next_at = CASE WHEN owner = $4 THEN $5 ELSE next_at END,
+					parked = CASE WHEN owner = $4 THEN $6 ELSE parked END,
+					claim_until = CASE WHEN owner = $4 THEN `+zeroTS+` ELSE claim_until END,
+					owner = CASE WHEN owner = $4 THEN '' ELSE owner END
+				WHERE receiver = $1 AND sender = $2`,
+				lr.Lane.Receiver, lr.Lane.Sender, endedOn[lr.Lane], owner, lr.NextAt, lr.Park)
+			queueDropEmptyLane(&b, lr.Lane)
+			delete(endedOn, lr.Lane)
+		}
+		// Outcomes for messages of lanes the results did not name.
+		queueLaneDecrements(&b, endedOn)
+		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+			return fmt.Errorf("release lanes: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("postgres: complete: %w", err)
+	}
+	s.signalReceipts(ended...)
+	for _, lr := range results {
+		if !lr.Park && lr.NextAt.IsZero() {
+			s.signalDue()
+			break
+		}
+	}
+	return nil
+}
+
+// queueOutcome queues the update that records o; ended is called for a
+// message it moves to a terminal status.
+func queueOutcome(b *pgx.Batch, o core.Outcome, ended func(id string, l core.Lane)) error {
+	var status core.Status
+	attempt := 1
+	switch o.Kind {
+	case core.OutcomeDelivered:
+		status = core.StatusDelivered
+	case core.OutcomeRejected:
+		status = core.StatusRejected
+	case core.OutcomeTimeout:
+		status, attempt = core.StatusTimeout, 0
+	case core.OutcomeRetry:
+		b.Queue(`UPDATE messages SET attempts = attempts + 1, code = $2, last_error = $3, next_at = $4, updated_at = $5, `+appendHistory("$6")+`
+			WHERE id = $1 AND state = 0`,
+			o.MessageID, o.Code, o.Error, o.NextAt, o.At, event(o.At, core.StatusQueued, retryDetail(o)))
+		return nil
+	default:
+		return fmt.Errorf("unknown outcome kind %d", o.Kind)
+	}
+	var reply []byte
+	if len(o.Reply) > 0 {
+		reply = o.Reply
+	}
+	b.Queue(`UPDATE messages SET state = 1, status = $2, attempts = attempts + $3, code = $4, last_error = $5, reply = $6,
+			updated_at = $7, claim_until = `+zeroTS+`, `+appendHistory("$8")+`
+		WHERE id = $1 AND state = 0 RETURNING receiver, sender`,
+		o.MessageID, string(status), attempt, o.Code, o.Error, reply, o.At, event(o.At, status, o.Detail)).
+		Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var l core.Lane
+				if err := rows.Scan(&l.Receiver, &l.Sender); err != nil {
+					return err
+				}
+				ended(o.MessageID, l)
+			}
+			return rows.Err()
+		})
+	return nil
+}
+
+func retryDetail(o core.Outcome) string {
+	if o.Detail != "" {
+		return o.Detail
+	}
+	if o.Error != "" {
+		return "retry: " + o.Error
+	}
+	return "retry"
+}
+
+// queueDropEmptyLane deletes a lane with nothing queued and no claim.
+func queueDropEmptyLane(b *pgx.Batch, l core.Lane) {
+	b.Queue("DELETE FROM lanes WHERE receiver = $1 AND sender = $2 AND pending <= 0 AND claim_until = "+zeroTS, l.Receiver, l.Sender)
+}
+
+// queueLaneDecrements takes ended messages off their lanes' pending counts.
+func queueLaneDecrements(b *pgx.Batch, ended map[core.Lane]int) {
+	lanes := make([]core.Lane, 0, len(ended))
+	for l := range ended {
+		lanes = append(lanes, l)
+	}
+	slices.SortFunc(lanes, laneCmp)
+	for _, l := range lanes {
+		b.Queue("UPDATE lanes SET pending = pending - $3 WHERE receiver = $1 AND sender = $2", l.Receiver, l.Sender, ended[l])
+		queueDropEmptyLane(b, l)
+	}
+}
+
+func decrementLanes(ctx context.Context, tx pgx.Tx, ended map[core.Lane]int) error {
+	if len(ended) == 0 {
+		return nil
+	}
+	var b pgx.Batch
+	queueLaneDecrements(&b, ended)
+	return tx.SendBatch(ctx, &b).Close()
+}
+
+// ExpireDue implements core.Store.
+func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int) ([]*core.Receipt, error) {
+	var out []*core.Receipt
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		out, err = collectReceipts(tx.Query(ctx, `WITH due AS (
+				SELECT seq FROM messages WHERE state = 0 AND expires_at <= $1
+				ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED
+			)
+			UPDATE messages m SET state = 1, status = 'timeout', updated_at = $1, claim_until = `+zeroTS+`, `+appendHistory("$3")+`
+			FROM due WHERE m.seq = due.seq
+			RETURNING `+receiptCols("m"),
+			now, lim(limit), event(now, core.StatusTimeout, "ttl passed before delivery")))
+		if err != nil {
+			return err
+		}
+		ended := make(map[core.Lane]int)
+		for _, r := range out {
+			ended[core.Lane{Receiver: r.Receiver, Sender: r.Sender}]++
+		}
+		return decrementLanes(ctx, tx, ended)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: expire: %w", err)
+	}
+	slices.SortFunc(out, func(a, b *core.Receipt) int {
+		return cmp.Or(a.ExpiresAt.Compare(b.ExpiresAt), strings.Compare(a.MessageID, b.MessageID))
+	})
+	ids := make([]string, len(out))
+	for i, r := range out {
+		ids[i] = r.MessageID
+	}
+	s.signalReceipts(ids...)
+	return out, nil
+}
+
+// Wake implements core.Store.
+func (s *Store) Wake(ctx context.Context, receiver string, now time.Time) (int, error) {
+	var depth int
+	err := s.pool.QueryRow(ctx, `WITH w AS (
+			UPDATE lanes SET parked = false, next_at = LEAST(next_at, $2) WHERE receiver = $1 RETURNING pending
+		) SELECT COALESCE(SUM(pending), 0) FROM w`, receiver, now).Scan(&depth)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: wake: %w", err)
+	}
+	if depth > 0 {
+		s.signalDue()
+	}
+	return depth, nil
+}
+
+// QueueDepth implements core.Store.
+func (s *Store) QueueDepth(ctx context.Context, receiver string) (int, error) {
+	var depth int
+	if err := s.pool.QueryRow(ctx, "SELECT COALESCE(SUM(pending), 0) FROM lanes WHERE receiver = $1", receiver).Scan(&depth); err != nil {
+		return 0, fmt.Errorf("postgres: queue depth: %w", err)
+	}
+	return depth, nil
+}
+
+// Pull implements core.Store. Concurrent pullers of one receiver skip each
+// other's rows (FOR UPDATE SKIP LOCKED) rather than lease a message twice.
+func (s *Store) Pull(ctx context.Context, receiver string, now, visibleAt time.Time, limit int, autoAck bool) ([]*core.Message, error) {
+	const pick = `WITH picked AS (
+		SELECT seq FROM messages
+		WHERE state = 0 AND receiver = $1 AND claim_until <= $2 AND expires_at > $2
+		ORDER BY seq LIMIT $3 FOR UPDATE SKIP LOCKED
+	) `
+	var out []*core.Message
+	var ended []string
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		out, ended = out[:0], ended[:0]
+		if !autoAck {
+			var err error
+			out, err = collectMessages(tx.Query(ctx, pick+`UPDATE messages m SET claim_until = $4, attempts = m.attempts + 1, updated_at = $2, `+appendHistory("$5")+`
+				FROM picked WHERE m.seq = picked.seq
+				RETURNING m.body, m.seq, m.attempts, m.expires_at`,
+				receiver, now, lim(limit), visibleAt, event(now, core.StatusQueued, "pulled, awaiting ack")))
+			return err
+		}
+		rows, err := tx.Query(ctx, pick+`UPDATE messages m SET state = 1, status = 'delivered', attempts = GREATEST(m.attempts, 1), updated_at = $2,
+				claim_until = `+zeroTS+`, `+appendHistory("$4")+`
+			FROM picked WHERE m.seq = picked.seq
+			RETURNING m.body, m.seq, m.attempts, m.expires_at, m.sender`,
+			receiver, now, lim(limit), event(now, core.StatusDelivered, "pulled"))
+		if err != nil {
+			return err
+		}
+		endedOn := make(map[core.Lane]int)
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*core.Message, error) {
+			var sender string
+			m, err := scanMessage(r, &sender)
+			if err == nil {
+				endedOn[core.Lane{Receiver: receiver, Sender: sender}]++
+				ended = append(ended, m.ID)
+			}
+			return m, err
+		})
+		if err != nil {
+			return err
+		}
+		return decrementLanes(ctx, tx, endedOn)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: pull: %w", err)
+	}
+	slices.SortFunc(out, func(a, b *core.Message) int { return cmp.Compare(a.Seq, b.Seq) })
+	s.signalReceipts(ended...)
+	return out, nil
+}
+
+// Ack implements core.Store.
+func (s *Store) Ack(ctx context.Context, receiver string, ids []string, now time.Time) (int, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	var ended []string
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		ended = ended[:0]
+		rows, err := tx.Query(ctx, `UPDATE messages SET state = 1, status = 'delivered', attempts = GREATEST(attempts, 1), updated_at = $3,
+				claim_until = `+zeroTS+`, `+appendHistory("$4")+`
+			WHERE receiver = $1 AND id = ANY($2) AND state = 0
+			RETURNING id, sender`,
+			receiver, ids, now, event(now, core.StatusDelivered, "acknowledged"))
+		if err != nil {
+			return err
+		}
+		endedOn := make(map[core.Lane]int)
+		var id, sender string
+		if _, err := pgx.ForEachRow(rows, []any{&id, &sender}, func() error {
+			ended = append(ended, id)
+			endedOn[core.Lane{Receiver: receiver, Sender: sender}]++
+			return nil
+		}); err != nil {
+			return err
+		}
+		return decrementLanes(ctx, tx, endedOn)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("postgres: ack: %w", err)
+	}
+	s.signalReceipts(ended...)
+	return len(ended), nil
+}
+
+// DeadLetters implements core.Store.
+func (s *Store) DeadLetters(ctx context.Context, f core.DeadLetterFilter) ([]*core.Receipt, error) {
+	q := "SELECT " + receiptCols("") + " FROM messages WHERE state = 1 AND status IN ('timeout', 'rejected')"
+	args := []any{lim(f.Limit)}
+	if f.Receiver != "" {
+		q += " AND receiver = $2"
+		args = append(args, f.Receiver)
+	}
+	q += " ORDER BY updated_at DESC, seq DESC LIMIT $1"
+	rs, err := collectReceipts(s.pool.Query(ctx, q, args...))
+	if err != nil {
+		return nil, fmt.Errorf("postgres: dead letters: %w", err)
+	}
+	return rs, nil
+}
+
+// Replay implements core.Store.
+func (s *Store) Replay(ctx context.Context, id string, now, expiresAt time.Time) (*core.Receipt, error) {
+	var out *core.Receipt
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var status string
+		err := tx.QueryRow(ctx, "SELECT status FROM messages WHERE id = $1 FOR UPDATE", id).Scan(&status)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("message %q: %w", id, core.ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("postgres: replay: %w", err)
+		}
+		if !core.Status(status).DeadLetter() {
+			return fmt.Errorf("message %q is %s, not a dead letter: %w", id, status, core.ErrConflict)
+		}
+		out, err = scanReceipt(tx.QueryRow(ctx, `UPDATE messages SET state = 0, status = 'queued', expires_at = $2, next_at = `+zeroTS+`,
+				claim_until = `+zeroTS+`, updated_at = $3, `+appendHistory("$4")+`
+			WHERE id = $1 RETURNING `+receiptCols(""),
+			id, expiresAt, now, event(now, core.StatusQueued, "replayed from dead letters")))
+		if err != nil {
+			return fmt.Errorf("postgres: replay: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO lanes (receiver, sender, pending, next_at) VALUES ($1, $2, 1, $3)
+			ON CONFLICT (receiver, sender) DO UPDATE SET pending = lanes.pending + 1, parked = false`,
+			out.Receiver, out.Sender, now); err != nil {
+			return fmt.Errorf("postgres: replay: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.signalDue()
+	return out, nil
+}
+
+// PurgeBefore implements core.Store.
+func (s *Store) PurgeBefore(ctx context.Context, t time.Time, limit int) (int, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM messages WHERE seq IN (
+		SELECT seq FROM messages WHERE state = 1 AND updated_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`, t, lim(limit))
+	if err != nil {
+		return 0, fmt.Errorf("postgres: purge: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}

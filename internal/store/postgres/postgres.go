@@ -1,0 +1,271 @@
+// Package postgres is Switchboard's scale-out store: core.Store on
+// PostgreSQL through pgx, so several hub instances can share one database.
+//
+// Claims are leases in the database: Claim picks due lanes with
+// SELECT … FOR UPDATE SKIP LOCKED and stamps them with an owner and a
+// claim_until in the same statement, so exactly one instance delivers a lane
+// at a time, and a lane whose owner crashed is taken over once its
+// claim_until has passed. Message ids are made unique by the database
+// (INSERT … ON CONFLICT DO NOTHING), so idempotent accepts hold across
+// instances.
+//
+// Writes that make work due (Accept, Complete, Wake, Replay) send a
+// notification on the due channel after they commit, and terminal outcomes
+// send the message id on the receipt channel, so other instances' schedulers
+// and receipt waiters wake at once; see Notifier. Notifications are hints:
+// a listener must still read the store, and should poll now and then.
+//
+// The schema is created and upgraded by numbered migrations (migrations/*.sql)
+// that Open applies under an advisory lock, so instances starting together
+// are safe; Migrate applies them without opening a store. To keep several
+// deployments in one database, give each its own schema with the URL's
+// search_path parameter (postgres://…/db?search_path=tenant1) and its own
+// Options.ChannelPrefix.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/switchboard-hub/switchboard/internal/core"
+)
+
+// DefaultChannelPrefix names the notification channels when
+// Options.ChannelPrefix is empty: switchboard_due and switchboard_receipt.
+const DefaultChannelPrefix = "switchboard"
+
+// Options tune the store.
+type Options struct {
+	// MaxConns bounds the connection pool. Zero means 16, unless the URL sets
+	// pool_max_conns.
+	MaxConns int32
+	// ChannelPrefix names the notification channels <prefix>_due and
+	// <prefix>_receipt (default DefaultChannelPrefix). Deployments sharing a
+	// database in separate schemas need separate prefixes.
+	ChannelPrefix string
+	// Logger receives background errors (failed notifications, listener
+	// reconnects). Nil discards them.
+	Logger *slog.Logger
+}
+
+// Store is the PostgreSQL implementation of core.Store. It is safe for
+// concurrent use; every write is committed when its method returns.
+type Store struct {
+	pool        *pgxpool.Pool
+	log         *slog.Logger
+	dueChan     string
+	receiptChan string
+	notifier    *Notifier
+
+	// Pending notifications, sent by the notify loop after commit.
+	mu       sync.Mutex
+	due      bool
+	receipts []string
+	kick     chan struct{}
+
+	quit      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+var _ core.Store = (*Store)(nil)
+
+// Open connects to the database at url (a postgres:// URL or a key=value
+// connection string), applies pending migrations and returns the store.
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: parse url: %w", err)
+	}
+	switch {
+	case opts.MaxConns > 0:
+		cfg.MaxConns = opts.MaxConns
+	case !strings.Contains(url, "pool_max_conns"):
+		cfg.MaxConns = 16
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: connect: %w", err)
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	prefix := opts.ChannelPrefix
+	if prefix == "" {
+		prefix = DefaultChannelPrefix
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Store{
+		pool:        pool,
+		log:         log,
+		dueChan:     prefix + "_due",
+		receiptChan: prefix + "_receipt",
+		kick:        make(chan struct{}, 1),
+		quit:        make(chan struct{}),
+		done:        make(chan struct{}),
+	}
+	s.notifier = newNotifier(pool, prefix+"_listener", log)
+	go s.notifyLoop()
+	return s, nil
+}
+
+// Close sends the notifications still pending, stops the notifier and closes
+// the pool.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.quit)
+		<-s.done
+		s.notifier.Close()
+		s.pool.Close()
+	})
+	return nil
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("postgres: ping: %w", err)
+	}
+	return nil
+}
+
+// Notifier returns the store's notifier, to listen to DueChannel and
+// ReceiptChannel (or any other channel) across instances.
+func (s *Store) Notifier() *Notifier { return s.notifier }
+
+// DueChannel is the channel notified after a write makes lanes due; its
+// payload is empty.
+func (s *Store) DueChannel() string { return s.dueChan }
+
+// ReceiptChannel is the channel notified when a message reaches a terminal
+// status; its payload is the message id.
+func (s *Store) ReceiptChannel() string { return s.receiptChan }
+
+// signalDue and signalReceipts queue notifications; call them only after the
+// write committed.
+func (s *Store) signalDue() {
+	s.mu.Lock()
+	s.due = true
+	s.mu.Unlock()
+	s.wakeNotifyLoop()
+}
+
+func (s *Store) signalReceipts(ids ...string) {
+	if len(ids) == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.receipts = append(s.receipts, ids...)
+	s.mu.Unlock()
+	s.wakeNotifyLoop()
+}
+
+func (s *Store) wakeNotifyLoop() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// notifyLoop sends queued notifications, coalescing everything queued since
+// the last round into one round trip: NOTIFY takes a database-wide lock at
+// commit, so one per accepted message would serialise the writers.
+func (s *Store) notifyLoop() {
+	defer close(s.done)
+	for {
+		select {
+		case <-s.kick:
+		case <-s.quit:
+			s.flushNotifications() // what Close's callers committed last
+			return
+		}
+		s.flushNotifications()
+	}
+}
+
+func (s *Store) flushNotifications() {
+	s.mu.Lock()
+	due, receipts := s.due, s.receipts
+	s.due, s.receipts = false, nil
+	s.mu.Unlock()
+	if !due && len(receipts) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var b pgx.Batch
+	if due {
+		b.Queue("SELECT pg_notify($1, '')", s.dueChan)
+	}
+	if len(receipts) > 0 {
+		b.Queue("SELECT pg_notify($1, id) FROM unnest($2::text[]) AS id", s.receiptChan, receipts)
+	}
+	if err := s.pool.SendBatch(ctx, &b).Close(); err != nil {
+		s.log.Warn("postgres: send notifications", "err", err)
+	}
+}
+
+// maxTxAttempts bounds how often a transaction is retried after a deadlock
+// or serialization failure.
+const maxTxAttempts = 8
+
+// inTx runs fn in a transaction, retrying it when PostgreSQL aborts it for a
+// deadlock or a serialization failure. fn must reset whatever it reports,
+// since it may run more than once.
+func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	for attempt := 1; ; attempt++ {
+		err := pgx.BeginFunc(ctx, s.pool, fn)
+		if err == nil || attempt == maxTxAttempts || !retryable(err) {
+			return err
+		}
+		delay := time.Duration(attempt) * time.Duration(1+rand.IntN(5)) * time.Millisecond
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		}
+	}
+}
+
+func retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "40001", "40P01": // serialization_failure, deadlock_detected
+			return true
+		}
+	}
+	return false
+}
+
+// zeroTS is Go's zero time as stored: "never" for claim_until and next_at.
+const zeroTS = "'0001-01-01 00:00:00+00'::timestamptz"
+
+// utc normalises a time read from the database; the zero time stays zero.
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+func lim(n int) int {
+	if n <= 0 {
+		return 1000
+	}
+	return n
+}

@@ -1,0 +1,92 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/switchboard-hub/switchboard/internal/core"
+)
+
+// PutRecord implements core.RecordStore. Each write is one statement whose
+// condition is the expected version, so concurrent writers on any instance
+// cannot both succeed.
+func (s *Store) PutRecord(ctx context.Context, r core.Record) (core.Record, error) {
+	if r.Data == nil {
+		r.Data = []byte{}
+	}
+	var q string
+	if r.Version == 0 {
+		q = `INSERT INTO records (kind, id, idx, data, version, updated_at) VALUES ($1, $2, $3, $4, 1, $6)
+			ON CONFLICT (kind, id) DO NOTHING`
+	} else {
+		q = `UPDATE records SET idx = $3, data = $4, version = version + 1, updated_at = $6
+			WHERE kind = $1 AND id = $2 AND version = $5`
+	}
+	tag, err := s.pool.Exec(ctx, q, r.Kind, r.ID, r.Index, r.Data, r.Version, r.UpdatedAt)
+	if err != nil {
+		return core.Record{}, fmt.Errorf("postgres: put record: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return core.Record{}, fmt.Errorf("record %s/%s version %d: %w", r.Kind, r.ID, r.Version, core.ErrConflict)
+	}
+	r.Version++
+	return r, nil
+}
+
+const recordCols = "kind, id, idx, data, version, updated_at"
+
+func scanRecord(row pgx.Row) (core.Record, error) {
+	var r core.Record
+	var at time.Time
+	err := row.Scan(&r.Kind, &r.ID, &r.Index, &r.Data, &r.Version, &at)
+	r.UpdatedAt = utc(at)
+	return r, err
+}
+
+// GetRecord implements core.RecordStore.
+func (s *Store) GetRecord(ctx context.Context, kind, id string) (core.Record, error) {
+	r, err := scanRecord(s.pool.QueryRow(ctx, "SELECT "+recordCols+" FROM records WHERE kind = $1 AND id = $2", kind, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return core.Record{}, fmt.Errorf("record %s/%s: %w", kind, id, core.ErrNotFound)
+	}
+	if err != nil {
+		return core.Record{}, fmt.Errorf("postgres: get record: %w", err)
+	}
+	return r, nil
+}
+
+// ListRecords implements core.RecordStore.
+func (s *Store) ListRecords(ctx context.Context, kind, index string, limit int) ([]core.Record, error) {
+	q := "SELECT " + recordCols + " FROM records WHERE kind = $1"
+	args := []any{kind, lim(limit)}
+	if index != "" {
+		q += " AND idx = $3"
+		args = append(args, index)
+	}
+	q += " ORDER BY updated_at DESC, id LIMIT $2"
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list records: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (core.Record, error) { return scanRecord(r) })
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list records: %w", err)
+	}
+	return out, nil
+}
+
+// DeleteRecord implements core.RecordStore.
+func (s *Store) DeleteRecord(ctx context.Context, kind, id string) error {
+	tag, err := s.pool.Exec(ctx, "DELETE FROM records WHERE kind = $1 AND id = $2", kind, id)
+	if err != nil {
+		return fmt.Errorf("postgres: delete record: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("record %s/%s: %w", kind, id, core.ErrNotFound)
+	}
+	return nil
+}

@@ -114,8 +114,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	if req.Card != nil {
 		a.Card = *req.Card
 	}
-	token, err := s.claimIdentity(r.Context(), req.AgentID)
-	if err != nil {
+	if err := s.checkIdentity(r.Context(), req.AgentID); err != nil {
 		httperr.From(w, err)
 		return
 	}
@@ -124,25 +123,32 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		httperr.From(w, err)
 		return
 	}
+	var token string
+	if created && s.opt.Issuer != nil {
+		if token, err = s.opt.Issuer.Issue(r.Context(), a.ID); err != nil {
+			httperr.From(w, err)
+			return
+		}
+	}
 	httperr.JSON(w, http.StatusOK, RegisterResponse{OK: true, AgentID: a.ID, URI: s.relay.URI(a.ID),
 		LeaseSeconds: a.LeaseSeconds, Queued: queued, Created: created, Token: token})
 }
 
-// claimIdentity checks that the caller may register agentID: an existing
-// agent needs its own credential; a new one gets a credential issued.
-func (s *Server) claimIdentity(ctx context.Context, agentID string) (string, error) {
-	if _, err := s.relay.Store().GetAgent(ctx, agentID); err == nil {
-		return "", auth.ActAs(ctx, agentID)
-	} else if !errors.Is(err, core.ErrNotFound) {
-		return "", err
-	}
-	if s.opt.Issuer == nil {
-		return "", nil
+// checkIdentity checks that the caller may register agentID: an existing
+// agent needs its own credential; a new id is open to anyone not holding
+// another agent's credential (the hub then issues it a credential).
+func (s *Server) checkIdentity(ctx context.Context, agentID string) error {
+	_, err := s.relay.Store().GetAgent(ctx, agentID)
+	switch {
+	case err == nil:
+		return auth.ActAs(ctx, agentID)
+	case !errors.Is(err, core.ErrNotFound):
+		return err
 	}
 	if p := auth.From(ctx); p.AgentID != "" && p.AgentID != agentID {
-		return "", auth.ActAs(ctx, agentID)
+		return auth.ActAs(ctx, agentID)
 	}
-	return s.opt.Issuer.Issue(ctx, agentID)
+	return nil
 }
 
 func nonNil(s []string) []string {

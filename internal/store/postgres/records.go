@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/switchboard-hub/switchboard/internal/core"
 )
@@ -18,15 +19,15 @@ func (s *Store) PutRecord(ctx context.Context, r core.Record) (core.Record, erro
 	if r.Data == nil {
 		r.Data = []byte{}
 	}
-	var q string
+	var tag pgconn.CommandTag
+	var err error
 	if r.Version == 0 {
-		q = `INSERT INTO records (kind, id, idx, data, version, updated_at) VALUES ($1, $2, $3, $4, 1, $6)
-			ON CONFLICT (kind, id) DO NOTHING`
+		tag, err = s.pool.Exec(ctx, `INSERT INTO records (kind, id, idx, data, version, updated_at) VALUES ($1, $2, $3, $4, 1, $5)
+			ON CONFLICT (kind, id) DO NOTHING`, r.Kind, r.ID, r.Index, r.Data, r.UpdatedAt)
 	} else {
-		q = `UPDATE records SET idx = $3, data = $4, version = version + 1, updated_at = $6
-			WHERE kind = $1 AND id = $2 AND version = $5`
+		tag, err = s.pool.Exec(ctx, `UPDATE records SET idx = $3, data = $4, version = version + 1, updated_at = $5
+			WHERE kind = $1 AND id = $2 AND version = $6`, r.Kind, r.ID, r.Index, r.Data, r.UpdatedAt, r.Version)
 	}
-	tag, err := s.pool.Exec(ctx, q, r.Kind, r.ID, r.Index, r.Data, r.Version, r.UpdatedAt)
 	if err != nil {
 		return core.Record{}, fmt.Errorf("postgres: put record: %w", err)
 	}

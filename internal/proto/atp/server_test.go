@@ -1,0 +1,312 @@
+package atp_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchboard-hub/switchboard/internal/hub"
+	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
+)
+
+type resp struct {
+	status int
+	body   map[string]any
+	raw    string
+}
+
+func call(t *testing.T, method, url, token string, body any) resp {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		j, _ := json.Marshal(b)
+		rd = bytes.NewReader(j)
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	out := resp{status: res.StatusCode, raw: string(raw)}
+	_ = json.Unmarshal(raw, &out.body)
+	return out
+}
+
+// worker is a real callback server that reverses text, like the tutorial's.
+type worker struct {
+	*httptest.Server
+	mu   sync.Mutex
+	seen []map[string]any
+}
+
+func newWorker(t *testing.T) *worker {
+	w := &worker{}
+	w.Server = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		var env map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&env)
+		w.mu.Lock()
+		w.seen = append(w.seen, env)
+		w.mu.Unlock()
+		p, _ := env["payload"].(map[string]any)
+		text, _ := p["text"].(string)
+		if text == "" {
+			_ = json.NewEncoder(rw).Encode(map[string]any{"status": "rejected", "code": 400, "detail": "payload.text 为空"})
+			return
+		}
+		r2 := []rune(text)
+		for i, j := 0, len(r2)-1; i < j; i, j = i+1, j-1 {
+			r2[i], r2[j] = r2[j], r2[i]
+		}
+		_ = json.NewEncoder(rw).Encode(map[string]any{"status": "accepted", "result": map[string]any{"text": string(r2)}})
+	}))
+	t.Cleanup(w.Close)
+	return w
+}
+
+func TestRegisterSendReceipt(t *testing.T) {
+	_, base := hubtest.Start(t, hub.Options{Dev: true})
+	w := newWorker(t)
+	r := call(t, "POST", base+"/atp/register", "", map[string]any{"agent_id": "worker", "callback_url": w.URL, "capabilities": []string{"text.reverse"}, "lease_seconds": 300})
+	if r.status != 200 || r.body["ok"] != true || r.body["lease_seconds"].(float64) != 300 || r.body["queued"].(float64) != 0 {
+		t.Fatalf("register: %d %s", r.status, r.raw)
+	}
+	call(t, "POST", base+"/atp/register", "", map[string]any{"agent_id": "planner", "capabilities": []string{"plan"}})
+
+	env := map[string]any{"atp_version": "1.0", "message_id": "m-1", "sender": "planner", "receiver": "worker",
+		"type": "task.request", "timestamp": float64(time.Now().Unix()), "ttl_ms": 5000, "payload": map[string]any{"text": "abc"}}
+	r = call(t, "POST", base+"/atp/send?wait_ms=5000", "", env)
+	if r.status != 200 || r.body["status"] != "delivered" {
+		t.Fatalf("send: %d %s", r.status, r.raw)
+	}
+	if res := r.body["receipt"].(map[string]any)["result"].(map[string]any)["text"]; res != "cba" {
+		t.Fatalf("receipt result: %v", res)
+	}
+	r = call(t, "POST", base+"/atp/send", "", env)
+	if r.body["duplicate"] != true || r.body["status"] != "delivered" {
+		t.Fatalf("duplicate: %s", r.raw)
+	}
+	if len(w.seen) != 1 {
+		t.Fatalf("worker saw %d deliveries, want 1", len(w.seen))
+	}
+	if got := w.seen[0]; got["atp_version"] != "1.0" || got["sender"] != "planner" || got["type"] != "task.request" || got["ttl_ms"].(float64) != 5000 {
+		t.Fatalf("envelope pushed: %v", got)
+	}
+	r = call(t, "GET", base+"/atp/receipts/m-1", "", nil)
+	if r.status != 200 || r.body["status"] != "delivered" || r.body["attempts"].(float64) != 1 {
+		t.Fatalf("receipt: %s", r.raw)
+	}
+	if r = call(t, "GET", base+"/atp/receipts/nope", "", nil); r.status != 404 || r.body["error"] != "not_found" {
+		t.Fatalf("unknown receipt: %d %s", r.status, r.raw)
+	}
+	// A receiver's refusal in a 200 body is a rejection.
+	env["message_id"], env["payload"] = "m-2", map[string]any{}
+	if r = call(t, "POST", base+"/atp/send?wait_ms=5000", "", env); r.body["status"] != "rejected" {
+		t.Fatalf("rejected: %s", r.raw)
+	}
+}
+
+func TestAgentsDiscoveryHeartbeatDeregister(t *testing.T) {
+	_, base := hubtest.Start(t, hub.Options{Dev: true})
+	call(t, "POST", base+"/atp/register", "", map[string]any{"agent_id": "a", "capabilities": []string{"text.reverse"}, "lease_seconds": 1})
+	call(t, "POST", base+"/atp/register", "", map[string]any{"agent_id": "b", "capabilities": []string{"plan"}})
+	r := call(t, "GET", base+"/atp/agents?capability=text.reverse", "", nil)
+	if _, ok := r.body["a"]; !ok || len(r.body) != 1 {
+		t.Fatalf("capability filter: %s", r.raw)
+	}
+	if a := r.body["a"].(map[string]any); a["alive"] != true {
+		t.Fatalf("alive: %v", a)
+	}
+	time.Sleep(1100 * time.Millisecond) // a's 1s lease lapses
+	if r = call(t, "GET", base+"/atp/agents?alive=true", "", nil); len(r.body) != 1 || r.body["b"] == nil {
+		t.Fatalf("alive filter: %s", r.raw)
+	}
+	if r = call(t, "POST", base+"/atp/heartbeat", "", map[string]any{"agent_id": "a", "lease_seconds": 60}); r.status != 200 || r.body["lease_seconds"].(float64) != 60 {
+		t.Fatalf("heartbeat: %s", r.raw)
+	}
+	if r = call(t, "GET", base+"/atp/agents/a", "", nil); r.body["alive"] != true {
+		t.Fatalf("after heartbeat: %s", r.raw)
+	}
+	if r = call(t, "POST", base+"/atp/heartbeat", "", map[string]any{"agent_id": "ghost"}); r.status != 404 {
+		t.Fatalf("heartbeat unknown: %d", r.status)
+	}
+	if r = call(t, "DELETE", base+"/atp/agents/a", "", nil); r.status != 200 {
+		t.Fatalf("deregister: %s", r.raw)
+	}
+	if r = call(t, "GET", base+"/atp/agents/a", "", nil); r.status != 404 {
+		t.Fatalf("after deregister: %d", r.status)
+	}
+}
+
+func TestOfflineQueueFlushesOnRegister(t *testing.T) {
+	_, base := hubtest.Start(t, hub.Options{Dev: true})
+	call(t, "POST", base+"/atp/register", "", map[string]any{"agent_id": "worker", "lease_seconds": 1})
+	time.Sleep(1100 * time.Millisecond)
+	for _, id := range []string{"q1", "q2"} {
+		r := call(t, "POST", base+"/atp/send", "", map[string]any{"message_id": id, "sender": "p", "receiver": "worker", "type": "task.request", "ttl_ms": 60000, "payload": map[string]any{"text": id}})
+		if r.body["status"] != "queued" {
+			t.Fatalf("send to offline: %s", r.raw)
+		}
+	}
+	w := newWorker(t)
+	r := call(t, "POST", base+"/atp/register", "", map[string]any{"agent_id": "worker", "callback_url": w.URL})
+	if r.body["queued"].(float64) != 2 {
+		t.Fatalf("register should report 2 queued: %s", r.raw)
+	}
+	for _, id := range []string{"q1", "q2"} {
+		deadline := time.Now().Add(10 * time.Second)
+		for call(t, "GET", base+"/atp/receipts/"+id, "", nil).body["status"] != "delivered" {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s not flushed", id)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if w.seen[0]["message_id"] != "q1" || w.seen[1]["message_id"] != "q2" {
+		t.Fatalf("flush order: %v", w.seen)
+	}
+}
+
+func TestResultsAndPull(t *testing.T) {
+	_, base := hubtest.Start(t, hub.Options{Dev: true})
+	call(t, "POST", base+"/atp/register", "", map[string]any{"agent_id": "planner"})
+	call(t, "POST", base+"/atp/register", "", map[string]any{"agent_id": "worker"})
+	call(t, "POST", base+"/atp/send", "", map[string]any{"message_id": "task", "sender": "planner", "receiver": "worker", "type": "task.request", "payload": map[string]any{"text": "x"}})
+	r := call(t, "GET", base+"/atp/pending/worker?ack=manual&visibility_ms=60000", "", nil)
+	msgs := r.body["messages"].([]any)
+	if len(msgs) != 1 || msgs[0].(map[string]any)["message_id"] != "task" {
+		t.Fatalf("pull: %s", r.raw)
+	}
+	if r = call(t, "GET", base+"/atp/receipts/task", "", nil); r.body["status"] != "queued" {
+		t.Fatalf("unacked pull must stay queued: %s", r.raw)
+	}
+	if r = call(t, "POST", base+"/atp/ack", "", map[string]any{"agent_id": "worker", "message_ids": []string{"task"}}); r.body["acked"].(float64) != 1 {
+		t.Fatalf("ack: %s", r.raw)
+	}
+	done := make(chan resp, 1)
+	go func() { done <- call(t, "GET", base+"/atp/results/task?wait_ms=5000", "", nil) }()
+	time.Sleep(100 * time.Millisecond)
+	call(t, "POST", base+"/atp/send", "", map[string]any{"message_id": "res", "sender": "worker", "receiver": "planner", "type": "task.result", "correlation_id": "task", "payload": map[string]any{"text": "done"}})
+	r = <-done
+	results := r.body["results"].([]any)
+	if len(results) != 1 || results[0].(map[string]any)["message_id"] != "res" {
+		t.Fatalf("results: %s", r.raw)
+	}
+	// The tutorial's pending call pops (auto-ack).
+	r = call(t, "GET", base+"/atp/pending/planner", "", nil)
+	if len(r.body["messages"].([]any)) != 1 {
+		t.Fatalf("planner pending: %s", r.raw)
+	}
+	if r = call(t, "GET", base+"/atp/receipts/res", "", nil); r.body["status"] != "delivered" {
+		t.Fatalf("popped message: %s", r.raw)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	_, base := hubtest.Start(t, hub.Options{Dev: true, MaxBody: 4096})
+	call(t, "POST", base+"/atp/register", "", map[string]any{"agent_id": "worker"})
+	valid := func(mod func(m map[string]any)) map[string]any {
+		m := map[string]any{"atp_version": "1.0", "message_id": "x", "sender": "p", "receiver": "worker", "type": "t", "ttl_ms": 1000, "payload": map[string]any{}}
+		mod(m)
+		return m
+	}
+	cases := []struct {
+		name   string
+		path   string
+		body   any
+		status int
+		code   string
+	}{
+		{"malformed json", "/atp/send", `{"sender":`, 400, "invalid_json"},
+		{"trailing data", "/atp/send", `{} {}`, 400, "invalid_json"},
+		{"missing sender", "/atp/send", valid(func(m map[string]any) { delete(m, "sender") }), 400, "missing_field"},
+		{"missing type", "/atp/send", valid(func(m map[string]any) { m["type"] = "" }), 400, "missing_field"},
+		{"unknown version", "/atp/send", valid(func(m map[string]any) { m["atp_version"] = "2.0" }), 400, "unsupported_version"},
+		{"zero ttl", "/atp/send", valid(func(m map[string]any) { m["ttl_ms"] = 0 }), 400, "invalid_ttl"},
+		{"negative ttl", "/atp/send", valid(func(m map[string]any) { m["ttl_ms"] = -5 }), 400, "invalid_ttl"},
+		{"absurd ttl", "/atp/send", valid(func(m map[string]any) { m["ttl_ms"] = int64(1e15) }), 400, "invalid_ttl"},
+		{"payload not object", "/atp/send", valid(func(m map[string]any) { m["payload"] = []int{1} }), 400, "invalid_field"},
+		{"oversized", "/atp/send", valid(func(m map[string]any) { m["payload"] = map[string]any{"text": strings.Repeat("x", 5000)} }), 413, "payload_too_large"},
+		{"unknown receiver", "/atp/send", valid(func(m map[string]any) { m["receiver"] = "ghost" }), 404, "unreachable"},
+		{"bad callback scheme", "/atp/register", map[string]any{"agent_id": "z", "callback_url": "ftp://x/y"}, 400, "invalid_callback_url"},
+		{"callback no host", "/atp/register", map[string]any{"agent_id": "z", "callback_url": "http:///y"}, 400, "invalid_callback_url"},
+		{"bad agent id", "/atp/register", map[string]any{"agent_id": "../etc"}, 400, "invalid_field"},
+		{"missing agent id", "/atp/register", map[string]any{}, 400, "missing_field"},
+		{"absurd lease", "/atp/register", map[string]any{"agent_id": "z", "lease_seconds": 10000000}, 400, "invalid_field"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := call(t, "POST", base+c.path, "", c.body)
+			if r.status != c.status || r.body["error"] != c.code || r.body["status_code"].(float64) != float64(c.status) || r.body["message"] == "" {
+				t.Fatalf("got %d %s, want %d %s", r.status, r.raw, c.status, c.code)
+			}
+		})
+	}
+	// Nothing was stored by any refused send or registration.
+	if r := call(t, "GET", base+"/atp/receipts/x", "", nil); r.status != 404 {
+		t.Fatalf("a refused message was stored: %s", r.raw)
+	}
+	if r := call(t, "GET", base+"/atp/agents/z", "", nil); r.status != 404 {
+		t.Fatalf("a refused registration was stored: %s", r.raw)
+	}
+}
+
+func TestIdentityBinding(t *testing.T) {
+	h, base := hubtest.Start(t, hub.Options{})
+	admin := h.AdminToken
+	reg := func(id, token string) resp {
+		return call(t, "POST", base+"/atp/register", token, map[string]any{"agent_id": id})
+	}
+	a := reg("alice", "")
+	tokA, _ := a.body["token"].(string)
+	if a.status != 200 || !strings.HasPrefix(tokA, "sbk_") {
+		t.Fatalf("first registration should issue a token: %s", a.raw)
+	}
+	tokB, _ := reg("bob", "").body["token"].(string)
+	cases := []struct {
+		name, method, path, token string
+		body                      any
+		status                    int
+	}{
+		{"re-register without token", "POST", "/atp/register", "", map[string]any{"agent_id": "alice"}, 401},
+		{"re-register with other's token", "POST", "/atp/register", tokB, map[string]any{"agent_id": "alice"}, 403},
+		{"re-register with own token", "POST", "/atp/register", tokA, map[string]any{"agent_id": "alice"}, 200},
+		{"send without token", "POST", "/atp/send", "", map[string]any{"sender": "alice", "receiver": "bob", "type": "t"}, 401},
+		{"spoofed sender", "POST", "/atp/send", tokB, map[string]any{"sender": "alice", "receiver": "bob", "type": "t"}, 403},
+		{"wrong token", "POST", "/atp/send", "sbk_nope", map[string]any{"sender": "alice", "receiver": "bob", "type": "t"}, 401},
+		{"own send", "POST", "/atp/send", tokA, map[string]any{"message_id": "ok1", "sender": "alice", "receiver": "bob", "type": "t"}, 200},
+		{"read other's queue", "GET", "/atp/pending/bob", tokA, nil, 403},
+		{"heartbeat other", "POST", "/atp/heartbeat", tokA, map[string]any{"agent_id": "bob"}, 403},
+		{"deregister other", "DELETE", "/atp/agents/bob", tokA, nil, 403},
+		{"dlq without admin", "GET", "/v1/dlq", tokA, nil, 403},
+		{"dlq with admin", "GET", "/v1/dlq", admin, nil, 200},
+		{"receipt by stranger", "GET", "/atp/receipts/ok1", "", nil, 401},
+		{"receipt by receiver", "GET", "/atp/receipts/ok1", tokB, nil, 200},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if r := call(t, c.method, base+c.path, c.token, c.body); r.status != c.status {
+				t.Fatalf("got %d %s, want %d", r.status, r.raw, c.status)
+			}
+		})
+	}
+	if r := call(t, "GET", base+"/atp/pending/bob", tokB, nil); r.status != 200 || len(r.body["messages"].([]any)) != 1 {
+		t.Fatalf("bob reads his own queue: %s", r.raw)
+	}
+	_ = context.Background()
+}

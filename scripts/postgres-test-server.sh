@@ -13,9 +13,11 @@
 #
 #   export SWITCHBOARD_TEST_POSTGRES="$(scripts/postgres-test-server.sh start)"
 #
-# Everything else goes to stderr. The cluster trusts local connections and
-# turns off fsync: it is for tests only. Defaults: DIR=/tmp/switchboard-pg,
-# PORT=55432 (or $PGTEST_DIR / $PGTEST_PORT).
+# Everything else goes to stderr. The cluster trusts local connections: it is
+# for tests only. It keeps PostgreSQL's durable defaults (fsync, synchronous
+# commit), so benchmarks against it measure durable writes; set PGTEST_FAST=1
+# before start to turn them off for quicker test runs. Defaults:
+# DIR=/tmp/switchboard-pg, PORT=55432 (or $PGTEST_DIR / $PGTEST_PORT).
 set -euo pipefail
 
 cmd="${1:-start}"
@@ -73,10 +75,13 @@ start() {
 	if as_postgres "$bin/pg_ctl" -D "$dir" status >/dev/null 2>&1; then
 		log "already running in $dir"
 	else
+		local opts="-h 127.0.0.1 -p $port -k $dir -c max_connections=300"
+		if [ "${PGTEST_FAST:-}" = 1 ]; then
+			opts="$opts -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+		fi
 		log "starting on 127.0.0.1:$port"
 		# The socket goes in the data directory so no system directory is needed.
-		as_postgres "$bin/pg_ctl" -D "$dir" -l "$dir/server.log" -w -t 60 start \
-			-o "-h 127.0.0.1 -p $port -k $dir -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300" >&2 \
+		as_postgres "$bin/pg_ctl" -D "$dir" -l "$dir/server.log" -w -t 60 start -o "$opts" >&2 \
 			|| { tail -n 30 "$dir/server.log" >&2 || true; die "pg_ctl start failed"; }
 	fi
 	if ! as_postgres "$bin/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -tAc \

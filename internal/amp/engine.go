@@ -246,9 +246,27 @@ func (e *Engine) Step(ctx context.Context, in TickInput) (Result, error) {
 	if in.SessionID == "" {
 		return Result{}, ErrEmptySession
 	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	now := e.clock.Now()
+	// Fast path: most ticks (a successful command, a neutral prompt, an
+	// allowed tool call) change nothing but LastActivity. Decide them on a
+	// lock-free snapshot (stores write atomically, so it is consistent)
+	// and skip the locked read-modify-write entirely.
+	if snap, ok, err := e.store.Load(ctx, in.SessionID); err == nil && ok {
+		before := snap
+		res := e.apply(&snap, in, now)
+		if unchanged(before, snap) {
+			if err := res.Envelope.Validate(); err != nil {
+				return Result{}, fmt.Errorf("amp: tick produced an invalid envelope: %w", err)
+			}
+			return res, nil
+		}
+	}
 	var res Result
 	err := e.store.Update(ctx, in.SessionID, func(st *State) error {
-		res = e.apply(st, in, e.clock.Now())
+		res = e.apply(st, in, now)
 		return nil
 	})
 	if err != nil {
@@ -258,6 +276,20 @@ func (e *Engine) Step(ctx context.Context, in TickInput) (Result, error) {
 		return Result{}, fmt.Errorf("amp: tick produced an invalid envelope: %w", err)
 	}
 	return res, nil
+}
+
+// unchanged reports whether a tick left the state as it was, apart from
+// LastActivity (which is then not persisted).
+func unchanged(before, after State) bool {
+	after.LastActivity = before.LastActivity
+	return before.SessionID == after.SessionID && before.Checkpoint == after.Checkpoint &&
+		stateScalars(before) == stateScalars(after)
+}
+
+// stateScalars is State without its pointer field, for comparison.
+func stateScalars(s State) State {
+	s.Checkpoint = nil
+	return s
 }
 
 // tick accumulates one tick's outcome.

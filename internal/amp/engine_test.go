@@ -544,3 +544,41 @@ func TestMiddlewareGuardSurvivesStoreFailure(t *testing.T) {
 		t.Fatalf("%+v %v", d, err)
 	}
 }
+
+// countingStore counts Updates, to check the lock-free fast path.
+type countingStore struct {
+	*MemoryStore
+	updates int
+}
+
+func (c *countingStore) Update(ctx context.Context, id string, fn func(*State) error) error {
+	c.updates++
+	return c.MemoryStore.Update(ctx, id, fn)
+}
+
+func TestNeutralTicksSkipTheWrite(t *testing.T) {
+	cs := &countingStore{MemoryStore: NewMemoryStore()}
+	e := New(cs, WithClock(newFakeClock()))
+	ctx := context.Background()
+	step := func(in TickInput) {
+		t.Helper()
+		in.SessionID = "s"
+		if _, err := e.Step(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step(bashPass()) // first tick of a session: StartedAt is written
+	if cs.updates != 1 {
+		t.Fatalf("updates %d", cs.updates)
+	}
+	step(bashPass())
+	step(TickInput{Event: HostUserPromptSubmit, Message: "add a flag"})
+	step(TickInput{Event: HostPreToolUse, ToolName: "Read", ToolInput: map[string]any{"file_path": "a.go"}})
+	if cs.updates != 1 {
+		t.Fatalf("neutral ticks wrote the state: %d updates", cs.updates)
+	}
+	step(bashFail())
+	if cs.updates != 2 {
+		t.Fatalf("a failure was not written: %d updates", cs.updates)
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/httperr"
 	"github.com/switchboard-hub/switchboard/internal/opsapi"
 	"github.com/switchboard-hub/switchboard/internal/proto/atp"
+	"github.com/switchboard-hub/switchboard/internal/proto/mamp"
 	"github.com/switchboard-hub/switchboard/internal/store/sqlite"
 )
 
@@ -103,6 +104,7 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	relay := core.NewRelay(st, clock, opt.Relay, log)
 	client := &http.Client{Timeout: relay.Config().DeliverTimout}
 	relay.SetDeliverer(core.EndpointATP, webhook.New(client, atp.Encoder{}, nil))
+	relay.SetDeliverer(core.EndpointMAMP, webhook.New(client, mamp.Encoder{Host: relay.Config().Host}, nil))
 	// deliverers: each protocol adapter adds its line above this marker.
 
 	h := &Hub{Relay: relay, Store: st, Mux: http.NewServeMux(), opt: opt, log: log,
@@ -123,6 +125,7 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	}
 	atp.New(relay, atp.Options{MaxBody: opt.MaxBody, Issuer: issuer}).Mount(h.Mux)
 	opsapi.New(relay, opt.Version).Mount(h.Mux)
+	mamp.New(relay, mamp.Options{MaxBody: opt.MaxBody, Issuer: issuer, Remotes: mamp.RemotesFromEnv(), Context: ctx, Logger: log}).Mount(h.Mux)
 	// adapters: each protocol adapter mounts its routes above this marker.
 	h.Handler = authn.Middleware(h.Mux, func(w http.ResponseWriter, r *http.Request, err error) {
 		httperr.From(w, err)

@@ -387,13 +387,13 @@ func describe(t string) string {
 // wirePart is a MAMP part as written by the hub. Meta fields are added
 // beside these.
 type wirePart struct {
-	Type     string  `json:"type"`
-	Text     *string `json:"text,omitempty"`
-	Code     *string `json:"code,omitempty"`
-	Language string  `json:"language,omitempty"`
-	Name     string  `json:"name,omitempty"`
-	MimeType string  `json:"mime_type,omitempty"`
-	Source   *source `json:"source,omitempty"`
+	Type     string          `json:"type"`
+	Text     *string         `json:"text,omitempty"`
+	Code     *string         `json:"code,omitempty"`
+	Language string          `json:"language,omitempty"`
+	Name     string          `json:"name,omitempty"`
+	MimeType string          `json:"mime_type,omitempty"`
+	Source   *source         `json:"source,omitempty"`
 	Data     json.RawMessage `json:"data,omitempty"`
 }
 

@@ -1,0 +1,326 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-hub/switchboard/internal/core"
+)
+
+// Backend is what a stdio session talks to: a relay in this process
+// (Local) or a running hub's /mcp endpoint (Remote).
+type Backend interface {
+	// server returns the MCP server to connect the stdio session to and a
+	// function that releases it.
+	server(ctx context.Context) (*sdk.Server, func(), error)
+}
+
+// ServeStdio serves one MCP session over in and out (newline-delimited
+// JSON-RPC, as MCP's stdio transport defines) until the client closes it or
+// ctx ends.
+func ServeStdio(ctx context.Context, b Backend, in io.Reader, out io.Writer) error {
+	srv, release, err := b.server(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	t := &sdk.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}}
+	ss, err := srv.Connect(ctx, t, nil)
+	if err != nil {
+		return fmt.Errorf("mcp stdio: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- ss.Wait() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		_ = ss.Close()
+		<-done
+		return nil
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, sdk.ErrConnectionClosed) {
+		err = nil
+	}
+	return err
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// Local is a backend over a relay in this process (an embedded hub): the
+// session acts as opt.HostAgentID with operator rights, since whoever runs
+// the command owns the hub's data.
+func Local(relay *core.Relay, opt Options) Backend { return localBackend{relay: relay, opt: opt} }
+
+type localBackend struct {
+	relay *core.Relay
+	opt   Options
+}
+
+func (b localBackend) server(ctx context.Context) (*sdk.Server, func(), error) {
+	s := New(b.relay, b.opt)
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); s.Watch(wctx) }()
+	return s.SDK(), func() { cancel(); wg.Wait() }, nil
+}
+
+// RemoteOptions configure a Remote backend.
+type RemoteOptions struct {
+	// URL is the hub's MCP endpoint, e.g. http://127.0.0.1:8080/mcp.
+	URL string
+	// Token is the bearer token to present (an agent's token or the admin
+	// token); empty for a dev-mode hub.
+	Token string
+	// HTTPClient makes the requests [a client without timeout, since
+	// responses stream].
+	HTTPClient *http.Client
+	// Version is reported as the bridge's version.
+	Version string
+}
+
+// Remote is a backend that bridges the stdio session to a running hub's
+// Streamable HTTP endpoint with the SDK's client: the hub's tools,
+// resources, resource templates and prompts are mirrored and every call is
+// forwarded, with its progress notifications, cancellation, resource
+// subscriptions and errors (tool errors stay results with isError, JSON-RPC
+// errors stay JSON-RPC errors).
+func Remote(opt RemoteOptions) Backend { return &remoteBackend{opt: opt} }
+
+type remoteBackend struct {
+	opt RemoteOptions
+
+	mu    sync.Mutex
+	local *sdk.Server
+	cs    *sdk.ClientSession
+	// what was mirrored last, to remove what the hub no longer has
+	toolNames, resourceURIs, templateURIs, promptNames []string
+}
+
+// bearerTransport adds the Authorization header.
+type bearerTransport struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (t bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+t.token)
+	return t.next.RoundTrip(r)
+}
+
+func (b *remoteBackend) server(ctx context.Context) (*sdk.Server, func(), error) {
+	if !strings.HasPrefix(b.opt.URL, "http://") && !strings.HasPrefix(b.opt.URL, "https://") {
+		return nil, nil, fmt.Errorf("mcp bridge: hub URL %q must be http(s)", b.opt.URL)
+	}
+	hc := b.opt.HTTPClient
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	if b.opt.Token != "" {
+		next := hc.Transport
+		if next == nil {
+			next = http.DefaultTransport
+		}
+		c := *hc
+		c.Transport = bearerTransport{token: b.opt.Token, next: next}
+		hc = &c
+	}
+	version := b.opt.Version
+	if version == "" {
+		version = "dev"
+	}
+	client := sdk.NewClient(&sdk.Implementation{Name: "switchboard-mcp-bridge", Version: version}, &sdk.ClientOptions{
+		ProgressNotificationHandler: func(ctx context.Context, req *sdk.ProgressNotificationClientRequest) {
+			b.forEachLocalSession(func(ss *sdk.ServerSession) { _ = ss.NotifyProgress(ctx, req.Params) })
+		},
+		ResourceUpdatedHandler: func(ctx context.Context, req *sdk.ResourceUpdatedNotificationRequest) {
+			if l := b.localServer(); l != nil {
+				_ = l.ResourceUpdated(ctx, req.Params)
+			}
+		},
+		ToolListChangedHandler:     func(ctx context.Context, _ *sdk.ToolListChangedRequest) { b.resync(ctx) },
+		PromptListChangedHandler:   func(ctx context.Context, _ *sdk.PromptListChangedRequest) { b.resync(ctx) },
+		ResourceListChangedHandler: func(ctx context.Context, _ *sdk.ResourceListChangedRequest) { b.resync(ctx) },
+	})
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	cs, err := client.Connect(cctx, &sdk.StreamableClientTransport{Endpoint: b.opt.URL, HTTPClient: hc}, nil)
+	cancel()
+	if err != nil {
+		return nil, nil, fmt.Errorf("mcp bridge: connect to %s: %w", b.opt.URL, err)
+	}
+	init := cs.InitializeResult()
+	impl := &sdk.Implementation{Name: "switchboard", Version: version}
+	opts := &sdk.ServerOptions{
+		SubscribeHandler: func(ctx context.Context, req *sdk.SubscribeRequest) error {
+			return cs.Subscribe(ctx, &sdk.SubscribeParams{URI: req.Params.URI})
+		},
+		UnsubscribeHandler: func(ctx context.Context, req *sdk.UnsubscribeRequest) error {
+			return cs.Unsubscribe(ctx, &sdk.UnsubscribeParams{URI: req.Params.URI})
+		},
+		CompletionHandler: func(ctx context.Context, req *sdk.CompleteRequest) (*sdk.CompleteResult, error) {
+			return cs.Complete(ctx, req.Params)
+		},
+	}
+	if init != nil {
+		if init.ServerInfo != nil {
+			impl = init.ServerInfo
+		}
+		opts.Instructions = init.Instructions
+	}
+	local := sdk.NewServer(impl, opts)
+	b.mu.Lock()
+	b.local, b.cs = local, cs
+	b.mu.Unlock()
+	if err := b.mirror(ctx); err != nil {
+		_ = cs.Close()
+		return nil, nil, err
+	}
+	return local, func() { _ = cs.Close() }, nil
+}
+
+func (b *remoteBackend) localServer() *sdk.Server {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.local
+}
+
+func (b *remoteBackend) forEachLocalSession(f func(*sdk.ServerSession)) {
+	if l := b.localServer(); l != nil {
+		for ss := range l.Sessions() {
+			f(ss)
+		}
+	}
+}
+
+func (b *remoteBackend) resync(ctx context.Context) {
+	_ = b.mirror(ctx)
+}
+
+// mirror copies the hub's tools, resources, templates and prompts onto the
+// local server, removing those the hub no longer has.
+func (b *remoteBackend) mirror(ctx context.Context) error {
+	b.mu.Lock()
+	local, cs := b.local, b.cs
+	b.mu.Unlock()
+	caps := cs.InitializeResult()
+	has := func(f func(*sdk.ServerCapabilities) bool) bool {
+		return caps == nil || caps.Capabilities == nil || f(caps.Capabilities)
+	}
+	if has(func(c *sdk.ServerCapabilities) bool { return c.Tools != nil }) {
+		var names []string
+		for t, err := range cs.Tools(ctx, nil) {
+			if err != nil {
+				return fmt.Errorf("mcp bridge: list tools: %w", err)
+			}
+			names = append(names, t.Name)
+			local.AddTool(t, b.forwardTool(t.Name))
+		}
+		b.removed(&b.toolNames, names, local.RemoveTools)
+	}
+	if has(func(c *sdk.ServerCapabilities) bool { return c.Resources != nil }) {
+		var uris, tmpls []string
+		for r, err := range cs.Resources(ctx, nil) {
+			if err != nil {
+				return fmt.Errorf("mcp bridge: list resources: %w", err)
+			}
+			uris = append(uris, r.URI)
+			local.AddResource(r, b.forwardRead)
+		}
+		for t, err := range cs.ResourceTemplates(ctx, nil) {
+			if err != nil {
+				return fmt.Errorf("mcp bridge: list resource templates: %w", err)
+			}
+			tmpls = append(tmpls, t.URITemplate)
+			local.AddResourceTemplate(t, b.forwardRead)
+		}
+		b.removed(&b.resourceURIs, uris, local.RemoveResources)
+		b.removed(&b.templateURIs, tmpls, local.RemoveResourceTemplates)
+	}
+	if has(func(c *sdk.ServerCapabilities) bool { return c.Prompts != nil }) {
+		var names []string
+		for p, err := range cs.Prompts(ctx, nil) {
+			if err != nil {
+				return fmt.Errorf("mcp bridge: list prompts: %w", err)
+			}
+			names = append(names, p.Name)
+			local.AddPrompt(p, b.forwardPrompt)
+		}
+		b.removed(&b.promptNames, names, local.RemovePrompts)
+	}
+	return nil
+}
+
+// removed removes the names in *prev that are not in now, and remembers now.
+func (b *remoteBackend) removed(prev *[]string, now []string, remove func(...string)) {
+	b.mu.Lock()
+	var gone []string
+	for _, p := range *prev {
+		found := false
+		for _, n := range now {
+			if n == p {
+				found = true
+				break
+			}
+		}
+		if !found {
+			gone = append(gone, p)
+		}
+	}
+	*prev = now
+	b.mu.Unlock()
+	if len(gone) > 0 {
+		remove(gone...)
+	}
+}
+
+// protocolError keeps JSON-RPC errors from the hub as they are and turns
+// other failures (the hub unreachable) into internal errors.
+func protocolError(err error) error {
+	var we *jsonrpc.Error
+	if errors.As(err, &we) {
+		return we
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "switchboard hub: " + err.Error()}
+}
+
+func (b *remoteBackend) forwardTool(name string) sdk.ToolHandler {
+	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		p := &sdk.CallToolParams{Name: name, Arguments: req.Params.Arguments}
+		if tok := req.Params.GetProgressToken(); tok != nil {
+			p.SetProgressToken(tok)
+		}
+		res, err := b.cs.CallTool(ctx, p)
+		if err != nil {
+			return nil, protocolError(err)
+		}
+		return res, nil
+	}
+}
+
+func (b *remoteBackend) forwardRead(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+	res, err := b.cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: req.Params.URI})
+	if err != nil {
+		return nil, protocolError(err)
+	}
+	return res, nil
+}
+
+func (b *remoteBackend) forwardPrompt(ctx context.Context, req *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+	res, err := b.cs.GetPrompt(ctx, &sdk.GetPromptParams{Name: req.Params.Name, Arguments: req.Params.Arguments})
+	if err != nil {
+		return nil, protocolError(err)
+	}
+	return res, nil
+}

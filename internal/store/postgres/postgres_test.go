@@ -1,0 +1,386 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/switchboard-hub/switchboard/internal/core"
+	"github.com/switchboard-hub/switchboard/internal/store/postgres"
+	"github.com/switchboard-hub/switchboard/internal/store/storetest"
+)
+
+// The suite needs a server: SWITCHBOARD_TEST_POSTGRES is its URL (see
+// scripts/postgres-test-server.sh). Without it the tests skip, except under
+// CI, where they fail so the PostgreSQL backend cannot go untested.
+const envURL = "SWITCHBOARD_TEST_POSTGRES"
+
+func serverURL(tb testing.TB) string {
+	tb.Helper()
+	u := os.Getenv(envURL)
+	if u == "" {
+		if os.Getenv("CI") != "" {
+			tb.Fatalf("%s is not set: CI must run the PostgreSQL store tests (export %s=\"$(scripts/postgres-test-server.sh start)\")", envURL, envURL)
+		}
+		tb.Skipf("%s is not set; start a server with scripts/postgres-test-server.sh", envURL)
+	}
+	return u
+}
+
+// freshSchema creates an empty schema that is dropped when the test ends and
+// returns a URL that selects it (search_path) and its name, which tests also
+// use as the notification channel prefix so parallel runs do not cross-talk.
+func freshSchema(tb testing.TB) (string, string) {
+	tb.Helper()
+	base := serverURL(tb)
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	schema := "sbtest_" + hex.EncodeToString(rnd[:])
+	admin := func(sql string) {
+		tb.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, base)
+		if err != nil {
+			tb.Fatalf("connect to %s: %v", envURL, err)
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			tb.Fatalf("%s: %v", sql, err)
+		}
+	}
+	admin("CREATE SCHEMA " + schema)
+	tb.Cleanup(func() { admin("DROP SCHEMA " + schema + " CASCADE") })
+	return withSearchPath(tb, base, schema), schema
+}
+
+func withSearchPath(tb testing.TB, base, schema string) string {
+	if !strings.Contains(base, "://") { // key=value connection string
+		return base + " search_path=" + schema
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		tb.Fatalf("parse %s: %v", envURL, err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func openAt(tb testing.TB, dbURL, prefix string) *postgres.Store {
+	tb.Helper()
+	s, err := postgres.Open(context.Background(), dbURL, postgres.Options{MaxConns: 8, ChannelPrefix: prefix})
+	if err != nil {
+		tb.Fatalf("postgres.Open: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			tb.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+func open(tb testing.TB) *postgres.Store {
+	tb.Helper()
+	u, schema := freshSchema(tb)
+	return openAt(tb, u, schema)
+}
+
+func TestContract(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) core.Store { return open(t) })
+}
+
+func BenchmarkStore(b *testing.B) {
+	storetest.Bench(b, func(b *testing.B) core.Store { return open(b) })
+}
+
+func TestMigrate(t *testing.T) {
+	ctx := context.Background()
+	u, schema := freshSchema(t)
+	if err := postgres.Migrate(ctx, u); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	if err := postgres.Migrate(ctx, u); err != nil {
+		t.Fatalf("Migrate again: %v", err)
+	}
+	// Instances starting together each run the migrations; all must succeed.
+	var wg sync.WaitGroup
+	errs := make(chan error, 6)
+	for range 6 {
+		wg.Go(func() {
+			s, err := postgres.Open(ctx, u, postgres.Options{MaxConns: 2, ChannelPrefix: schema})
+			if err == nil {
+				err = s.Ping(ctx)
+				s.Close()
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent Open: %v", err)
+		}
+	}
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n, maxVersion int
+	if err := conn.QueryRow(ctx, "SELECT count(*), max(version) FROM schema_migrations").Scan(&n, &maxVersion); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || maxVersion != 1 {
+		t.Fatalf("schema_migrations: %d rows, max version %d; want each migration once", n, maxVersion)
+	}
+}
+
+func TestMigrateFresh(t *testing.T) {
+	// A fresh schema opened concurrently without a prior Migrate.
+	ctx := context.Background()
+	u, schema := freshSchema(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Go(func() {
+			s, err := postgres.Open(ctx, u, postgres.Options{MaxConns: 2, ChannelPrefix: schema})
+			if err == nil {
+				s.Close()
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent Open on a fresh schema: %v", err)
+		}
+	}
+}
+
+var base = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func accept(t *testing.T, s core.Store, id, sender, receiver string, at time.Time) {
+	t.Helper()
+	m := &core.Message{ID: id, Sender: sender, Receiver: receiver, Type: "message", ReceivedAt: at, ExpiresAt: at.Add(time.Hour), TTL: time.Hour}
+	r := &core.Receipt{MessageID: id, Sender: sender, Receiver: receiver, Status: core.StatusQueued, CreatedAt: at, UpdatedAt: at, ExpiresAt: m.ExpiresAt}
+	if _, err := s.Accept(context.Background(), m, r, 0); err != nil {
+		t.Fatalf("Accept %s: %v", id, err)
+	}
+}
+
+// Two instances on one database, each with several scheduler goroutines,
+// claim concurrently: every lane goes to exactly one of them.
+func TestClaimExclusiveAcrossInstances(t *testing.T) {
+	u, schema := freshSchema(t)
+	s1, s2 := openAt(t, u, schema), openAt(t, u, schema)
+	const lanes, perLane = 120, 3
+	for l := range lanes {
+		for i := range perLane {
+			accept(t, s1, fmt.Sprintf("m-%d-%d", l, i), fmt.Sprintf("sender-%d", l), fmt.Sprintf("receiver-%d", l%7), base)
+		}
+	}
+	type grab struct {
+		owner string
+		ids   []string
+	}
+	var mu sync.Mutex
+	got := make(map[core.Lane][]grab)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i, s := range []*postgres.Store{s1, s2, s1, s2, s1, s2} {
+		owner := fmt.Sprintf("instance-%d/worker-%d", i%2, i)
+		wg.Go(func() {
+			<-start
+			empty := 0
+			for empty < 3 {
+				cs, err := s.Claim(context.Background(), base.Add(time.Minute), base.Add(time.Hour), owner, 4, 10)
+				if err != nil {
+					t.Errorf("Claim: %v", err)
+					return
+				}
+				if len(cs) == 0 {
+					empty++
+					continue
+				}
+				empty = 0
+				mu.Lock()
+				for _, c := range cs {
+					var ids []string
+					for _, m := range c.Messages {
+						ids = append(ids, m.ID)
+					}
+					got[c.Lane] = append(got[c.Lane], grab{owner, ids})
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if len(got) != lanes {
+		t.Fatalf("%d lanes claimed, want %d", len(got), lanes)
+	}
+	owners := map[string]int{}
+	for l, gs := range got {
+		if len(gs) != 1 {
+			t.Fatalf("lane %v claimed %d times: %+v", l, len(gs), gs)
+		}
+		if len(gs[0].ids) != perLane {
+			t.Fatalf("lane %v claimed with %v, want %d messages", l, gs[0].ids, perLane)
+		}
+		owners[gs[0].owner[:len("instance-0")]]++
+	}
+	t.Logf("lanes per instance: %v", owners)
+}
+
+// An instance that claimed lanes and died: the other takes them over after
+// claim_until, not before.
+func TestCrashTakeoverAcrossInstances(t *testing.T) {
+	ctx := context.Background()
+	u, schema := freshSchema(t)
+	s1, s2 := openAt(t, u, schema), openAt(t, u, schema)
+	accept(t, s1, "m1", "alice", "bob", base)
+	cs, err := s1.Claim(ctx, base, base.Add(30*time.Second), "instance-1", 10, 10)
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("instance-1 Claim = %v, %v", cs, err)
+	}
+	s1.Close() // crash: the claim is never completed
+	cs, err = s2.Claim(ctx, base.Add(29*time.Second), base.Add(time.Minute), "instance-2", 10, 10)
+	if err != nil || len(cs) != 0 {
+		t.Fatalf("instance-2 Claim before claimUntil = %v, %v; want nothing", cs, err)
+	}
+	cs, err = s2.Claim(ctx, base.Add(31*time.Second), base.Add(time.Minute), "instance-2", 10, 10)
+	if err != nil || len(cs) != 1 || cs[0].Messages[0].ID != "m1" {
+		t.Fatalf("instance-2 Claim after claimUntil = %v, %v; want the lane with m1", cs, err)
+	}
+	if err := s2.Complete(ctx, "instance-2", []core.LaneResult{{Lane: cs[0].Lane, Outcomes: []core.Outcome{
+		{MessageID: "m1", Kind: core.OutcomeDelivered, At: base.Add(32 * time.Second)},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s2.GetReceipt(ctx, "m1")
+	if err != nil || r.Status != core.StatusDelivered {
+		t.Fatalf("receipt = %v, %v", r, err)
+	}
+}
+
+func recv(t *testing.T, ch <-chan string, what string) string {
+	t.Helper()
+	select {
+	case p, ok := <-ch:
+		if !ok {
+			t.Fatalf("%s: listener channel closed", what)
+		}
+		return p
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: no notification within 10s", what)
+	}
+	return ""
+}
+
+// A NOTIFY from one instance reaches another's listener, both raw and as the
+// store's own wake-ups after Accept and Complete.
+func TestNotifyAcrossInstances(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	u, schema := freshSchema(t)
+	s1, s2 := openAt(t, u, schema), openAt(t, u, schema)
+
+	raw, err := s2.Notifier().Listen(ctx, schema+"_custom")
+	if err != nil {
+		t.Fatalf("Listen: %v", err)
+	}
+	if err := s1.Notifier().Notify(ctx, schema+"_custom", "hello"); err != nil {
+		t.Fatalf("Notify: %v", err)
+	}
+	if p := recv(t, raw, "raw notify"); p != "hello" {
+		t.Fatalf("payload = %q, want hello", p)
+	}
+
+	due, err := s2.Notifier().Listen(ctx, s2.DueChannel())
+	if err != nil {
+		t.Fatal(err)
+	}
+	receipts, err := s2.Notifier().Listen(ctx, s2.ReceiptChannel())
+	if err != nil {
+		t.Fatal(err)
+	}
+	accept(t, s1, "m1", "alice", "bob", base)
+	recv(t, due, "due after Accept on the other instance")
+
+	cs, err := s1.Claim(ctx, base, base.Add(time.Minute), "instance-1", 10, 10)
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("Claim = %v, %v", cs, err)
+	}
+	if err := s1.Complete(ctx, "instance-1", []core.LaneResult{{Lane: cs[0].Lane, Outcomes: []core.Outcome{
+		{MessageID: "m1", Kind: core.OutcomeDelivered, At: base.Add(time.Second)},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	if p := recv(t, receipts, "receipt after Complete"); p != "m1" {
+		t.Fatalf("receipt payload = %q, want m1", p)
+	}
+
+	// A listener whose context ends gets its channel closed.
+	sub, cancelSub := context.WithCancel(ctx)
+	ch, err := s2.Notifier().Listen(sub, schema+"_short")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelSub()
+	select {
+	case _, ok := <-ch:
+		if ok {
+			t.Fatal("unexpected notification")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("channel not closed after its context ended")
+	}
+}
+
+// The listening connection is killed by the server; the notifier reconnects,
+// tells listeners to re-read (empty payload) and delivers again.
+func TestListenerReconnects(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	u, schema := freshSchema(t)
+	s := openAt(t, u, schema)
+	ch, err := s.Notifier().Listen(ctx, schema+"_x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var killed int
+	if err := conn.QueryRow(ctx, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1",
+		schema+"_listener").Scan(&killed); err != nil || killed != 1 {
+		t.Fatalf("terminate listener: %d killed, %v", killed, err)
+	}
+	if p := recv(t, ch, "after reconnect"); p != "" {
+		t.Fatalf("first payload after reconnect = %q, want empty", p)
+	}
+	if err := s.Notifier().Notify(ctx, schema+"_x", "again"); err != nil {
+		t.Fatal(err)
+	}
+	if p := recv(t, ch, "notify after reconnect"); p != "again" {
+		t.Fatalf("payload = %q, want again", p)
+	}
+}

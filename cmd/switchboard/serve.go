@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"time"
 
@@ -30,7 +32,10 @@ func runServe(ctx context.Context, args []string, s stdio) int {
 	fs.DurationVar(&o.Relay.Retention, "retention", 24*time.Hour, "how long receipts of finished messages are kept")
 	fs.IntVar(&o.Relay.MaxQueue, "max-queue", 100000, "queued messages per receiver before sends are refused with 429 (-1: no limit)")
 	fs.BoolVar(&o.NoSync, "no-sync", false, "do not fsync the embedded store (benchmarks only: a crash can lose accepted messages)")
+	fs.BoolVar(&o.Callbacks.AllowLoopback, "allow-loopback-callbacks", false, "let the hub call loopback addresses (on by default with --dev)")
+	fs.BoolVar(&o.Callbacks.AllowPrivate, "allow-private-callbacks", false, "let the hub call private-range addresses (on by default with --dev)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	pprofAddr := fs.String("pprof", "", "serve Go profiling (net/http/pprof) on this loopback address, e.g. 127.0.0.1:6060")
 	fs.Usage = func() {
 		fmt.Fprintln(s.err, "Usage: switchboard serve [flags]\n\nRuns the hub: ATP at /atp/*, operator routes at /healthz, /readyz, /v1/*.\nWith the embedded store (default) nothing else is needed.\n\nFlags:")
 		fs.PrintDefaults()
@@ -65,6 +70,12 @@ func runServe(ctx context.Context, args []string, s stdio) int {
 	} else if o.AdminToken == "" && os.Getenv("SWITCHBOARD_ADMIN_TOKEN") == "" {
 		mode = "auth on, admin token in " + o.DataDir + "/admin.token"
 	}
+	if *pprofAddr != "" {
+		if err := servePprof(ctx, *pprofAddr); err != nil {
+			fmt.Fprintf(s.err, "serve: -pprof: %v\n", err)
+			return exitUsage
+		}
+	}
 	log.Info("switchboard listening", "addr", ln.Addr().String(), "store", storeName(o), "mode", mode, "version", version)
 	if err := h.Serve(ctx, ln); err != nil {
 		log.Error("serve", "err", err)
@@ -72,6 +83,29 @@ func runServe(ctx context.Context, args []string, s stdio) int {
 	}
 	log.Info("switchboard stopped")
 	return exitOK
+}
+
+// servePprof serves the profiling handlers on a separate loopback listener.
+func servePprof(ctx context.Context, addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return errors.New("profiling is only served on a loopback address")
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { <-ctx.Done(); srv.Close() }()
+	go func() { _ = srv.Serve(ln) }()
+	return nil
 }
 
 func storeName(o hub.Options) string {

@@ -115,6 +115,48 @@ type Relay struct {
 
 	mu      sync.Mutex
 	waiters map[string][]chan struct{}
+
+	agentsMu sync.Mutex
+	agents   map[string]cachedAgent
+}
+
+// agentCacheTTL bounds how stale a cached agent may be. Registration
+// changes made on this instance invalidate at once; other instances' are
+// seen within this time.
+const agentCacheTTL = time.Second
+
+type cachedAgent struct {
+	a  *Agent
+	at time.Time
+}
+
+// Agent returns a registered agent, from a short-lived cache. Callers must
+// not modify the result.
+func (r *Relay) Agent(ctx context.Context, id string) (*Agent, error) {
+	now := time.Now()
+	r.agentsMu.Lock()
+	c, ok := r.agents[id]
+	r.agentsMu.Unlock()
+	if ok && now.Sub(c.at) < agentCacheTTL {
+		return c.a, nil
+	}
+	a, err := r.store.GetAgent(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	r.agentsMu.Lock()
+	if len(r.agents) > 100000 {
+		clear(r.agents)
+	}
+	r.agents[id] = cachedAgent{a: a, at: now}
+	r.agentsMu.Unlock()
+	return a, nil
+}
+
+func (r *Relay) forget(id string) {
+	r.agentsMu.Lock()
+	delete(r.agents, id)
+	r.agentsMu.Unlock()
 }
 
 // NewRelay makes a relay over store. Register deliverers with
@@ -136,6 +178,7 @@ func NewRelay(store Store, clock Clock, cfg Config, log *slog.Logger) *Relay {
 		events:     NewBus(),
 		wakeCh:     make(chan struct{}, 1),
 		waiters:    map[string][]chan struct{}{},
+		agents:     map[string]cachedAgent{},
 	}
 }
 
@@ -199,6 +242,7 @@ func (r *Relay) Register(ctx context.Context, a *Agent, lease time.Duration) (qu
 	if created, err = r.store.UpsertAgent(ctx, a); err != nil {
 		return 0, false, err
 	}
+	r.forget(a.ID)
 	if queued, err = r.store.Wake(ctx, a.ID, now); err != nil {
 		return 0, created, err
 	}
@@ -233,6 +277,7 @@ func (r *Relay) Heartbeat(ctx context.Context, id string, lease time.Duration) (
 	if err := r.store.RenewLease(ctx, id, now.Add(lease), now); err != nil {
 		return nil, 0, err
 	}
+	r.forget(id)
 	queued, err := r.store.Wake(ctx, id, now)
 	if err != nil {
 		return nil, 0, err
@@ -248,6 +293,7 @@ func (r *Relay) Deregister(ctx context.Context, id string) error {
 	if err := r.store.DeleteAgent(ctx, id); err != nil {
 		return err
 	}
+	r.forget(id)
 	r.events.Publish(Event{Type: EventDeregistered, At: r.clock.Now(), Agent: id})
 	return nil
 }
@@ -278,7 +324,7 @@ func (r *Relay) Send(ctx context.Context, m *Message) (SendResult, error) {
 	if m.Type == "" {
 		m.Type = "message"
 	}
-	recv, err := r.store.GetAgent(ctx, m.Receiver)
+	recv, err := r.Agent(ctx, m.Receiver)
 	if errors.Is(err, ErrNotFound) {
 		// A repeated id whose first send was accepted still answers with
 		// the first outcome, even if the receiver has since gone.

@@ -99,7 +99,7 @@ func (r *Relay) claimAndDeliver(ctx context.Context, free int, sem chan struct{}
 // the one being retried.
 func (r *Relay) deliverLane(ctx context.Context, c LaneClaim) {
 	res := LaneResult{Lane: c.Lane}
-	agent, err := r.store.GetAgent(ctx, c.Lane.Receiver)
+	agent, err := r.Agent(ctx, c.Lane.Receiver)
 	now := r.clock.Now()
 	var d Deliverer
 	switch {

@@ -343,7 +343,7 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) checkAccess(ctx context.Context, m *core.Message) error {
-	recv, err := s.relay.Store().GetAgent(ctx, m.Receiver)
+	recv, err := s.relay.Agent(ctx, m.Receiver)
 	if err != nil {
 		return nil // unknown receivers are answered by Send
 	}

@@ -19,7 +19,7 @@ func (s *Store) UpsertAgent(ctx context.Context, a *core.Agent) (bool, error) {
 		return false, fmt.Errorf("sqlite: encode agent: %w", err)
 	}
 	var created bool
-	err = s.write(ctx, func(tx *sql.Tx) error {
+	err = s.write(ctx, func(tx *wtx) error {
 		var reg int64
 		err := tx.QueryRowContext(ctx, "SELECT registered_at FROM agents WHERE id = ?", a.ID).Scan(&reg)
 		switch {
@@ -73,7 +73,7 @@ func scanAgent(sc interface{ Scan(...any) error }) (*core.Agent, error) {
 
 // GetAgent implements core.Store.
 func (s *Store) GetAgent(ctx context.Context, id string) (*core.Agent, error) {
-	a, err := scanAgent(s.rdb.QueryRowContext(ctx, "SELECT "+agentCols+" FROM agents WHERE id = ?", id))
+	a, err := scanAgent(s.readRow(ctx, "SELECT "+agentCols+" FROM agents WHERE id = ?", id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("agent %q: %w", id, core.ErrNotFound)
 	}
@@ -105,7 +105,7 @@ func (s *Store) ListAgents(ctx context.Context, f core.AgentFilter) ([]*core.Age
 		q.WriteString(" LIMIT ?")
 		args = append(args, f.Limit)
 	}
-	rows, err := s.rdb.QueryContext(ctx, q.String(), args...)
+	rows, err := s.read(ctx, q.String(), args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list agents: %w", err)
 	}
@@ -123,7 +123,7 @@ func (s *Store) ListAgents(ctx context.Context, f core.AgentFilter) ([]*core.Age
 
 // RenewLease implements core.Store.
 func (s *Store) RenewLease(ctx context.Context, id string, expiresAt, now time.Time) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(tx *wtx) error {
 		res, err := tx.ExecContext(ctx, "UPDATE agents SET expires_at = ?, last_seen = ? WHERE id = ?", ts(expiresAt), ts(now), id)
 		if err != nil {
 			return fmt.Errorf("sqlite: renew lease: %w", err)
@@ -137,7 +137,7 @@ func (s *Store) RenewLease(ctx context.Context, id string, expiresAt, now time.T
 
 // DeleteAgent implements core.Store.
 func (s *Store) DeleteAgent(ctx context.Context, id string) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(tx *wtx) error {
 		res, err := tx.ExecContext(ctx, "DELETE FROM agents WHERE id = ?", id)
 		if err != nil {
 			return fmt.Errorf("sqlite: delete agent: %w", err)

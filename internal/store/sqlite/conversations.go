@@ -12,7 +12,7 @@ import (
 
 // CreateConversation implements core.Store.
 func (s *Store) CreateConversation(ctx context.Context, c *core.Conversation) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(tx *wtx) error {
 		res, err := tx.ExecContext(ctx, "INSERT OR IGNORE INTO conversations(id, created_at, last_message_at, messages) VALUES (?,?,?,0)",
 			c.ID, ts(c.CreatedAt), ts(c.CreatedAt))
 		if err != nil {
@@ -33,7 +33,7 @@ func (s *Store) CreateConversation(ctx context.Context, c *core.Conversation) er
 
 // SetTraceID implements core.Store.
 func (s *Store) SetTraceID(ctx context.Context, conversationID, agentID, traceID string, now time.Time) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(tx *wtx) error {
 		var one int
 		err := tx.QueryRowContext(ctx, "SELECT 1 FROM conversations WHERE id = ?", conversationID).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -52,7 +52,7 @@ func (s *Store) SetTraceID(ctx context.Context, conversationID, agentID, traceID
 }
 
 func (s *Store) participants(ctx context.Context, c *core.Conversation) error {
-	rows, err := s.rdb.QueryContext(ctx, "SELECT agent_id, trace_id, joined_at FROM participants WHERE conversation_id = ? ORDER BY joined_at, agent_id", c.ID)
+	rows, err := s.read(ctx, "SELECT agent_id, trace_id, joined_at FROM participants WHERE conversation_id = ? ORDER BY joined_at, agent_id", c.ID)
 	if err != nil {
 		return err
 	}
@@ -82,7 +82,7 @@ func scanConversation(sc interface{ Scan(...any) error }) (*core.Conversation, e
 
 // GetConversation implements core.Store.
 func (s *Store) GetConversation(ctx context.Context, id string) (*core.Conversation, error) {
-	c, err := scanConversation(s.rdb.QueryRowContext(ctx, "SELECT id, created_at, last_message_at, messages FROM conversations WHERE id = ?", id))
+	c, err := scanConversation(s.readRow(ctx, "SELECT id, created_at, last_message_at, messages FROM conversations WHERE id = ?", id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("conversation %q: %w", id, core.ErrNotFound)
 	}
@@ -105,7 +105,7 @@ func (s *Store) ListConversations(ctx context.Context, agentID string, limit int
 	}
 	q += " ORDER BY last_message_at DESC, id LIMIT ?"
 	args = append(args, lim(limit))
-	rows, err := s.rdb.QueryContext(ctx, q, args...)
+	rows, err := s.read(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list conversations: %w", err)
 	}
@@ -129,7 +129,7 @@ func (s *Store) ListConversations(ctx context.Context, agentID string, limit int
 
 // ConversationMessages implements core.Store.
 func (s *Store) ConversationMessages(ctx context.Context, conversationID string, afterSeq int64, limit int) ([]*core.Message, error) {
-	ms, err := scanMessages(s.rdb.QueryContext(ctx, "SELECT "+messageCols+" FROM messages WHERE conversation_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+	ms, err := scanMessages(s.read(ctx, "SELECT "+messageCols+" FROM messages WHERE conversation_id = ? AND seq > ? ORDER BY seq LIMIT ?",
 		conversationID, afterSeq, lim(limit)))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: conversation messages: %w", err)

@@ -39,33 +39,8 @@ func (s *Store) Accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 		return core.AcceptResult{}, fmt.Errorf("sqlite: encode message: %w", err)
 	}
 	var res core.AcceptResult
-	err = s.write(ctx, func(tx *sql.Tx) error {
-		var sender string
-		err := tx.QueryRowContext(ctx, "SELECT sender FROM messages WHERE id = ?", m.ID).Scan(&sender)
-		if err == nil {
-			if sender != m.Sender {
-				return fmt.Errorf("message %q: %w", m.ID, core.ErrIDConflict)
-			}
-			rc, err := scanReceipt(tx.QueryRowContext(ctx, "SELECT "+receiptCols+" FROM messages WHERE id = ?", m.ID))
-			if err != nil {
-				return fmt.Errorf("sqlite: read receipt: %w", err)
-			}
-			res = core.AcceptResult{Receipt: *rc, Duplicate: true}
-			return nil
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("sqlite: check message id: %w", err)
-		}
+	err = s.write(ctx, func(tx *wtx) error {
 		queued := r.Status == core.StatusQueued
-		if queued && maxQueue > 0 {
-			var depth int
-			if err := tx.QueryRowContext(ctx, "SELECT COALESCE(SUM(pending), 0) FROM lanes WHERE receiver = ?", m.Receiver).Scan(&depth); err != nil {
-				return fmt.Errorf("sqlite: queue depth: %w", err)
-			}
-			if depth >= maxQueue {
-				return fmt.Errorf("receiver %q has %d queued: %w", m.Receiver, depth, core.ErrQueueFull)
-			}
-		}
 		state := 1
 		if queued {
 			state = 0
@@ -75,11 +50,32 @@ func (s *Store) Accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 			hist, _ = json.Marshal(r.History)
 		}
 		out, err := tx.ExecContext(ctx, `INSERT INTO messages(id, sender, receiver, state, status, history, expires_at, created_at, updated_at, conversation_id, correlation_id, body)
-			VALUES (?,?,?,?,?,?,?,?,?,?,?,?)`,
+			VALUES (?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO NOTHING`,
 			m.ID, m.Sender, m.Receiver, state, string(r.Status), string(hist), ts(m.ExpiresAt), ts(r.CreatedAt), ts(r.UpdatedAt),
 			nullable(m.ConversationID), nullable(m.CorrelationID), body)
 		if err != nil {
 			return fmt.Errorf("sqlite: insert message: %w", err)
+		}
+		if n, _ := out.RowsAffected(); n == 0 {
+			rc, err := scanReceipt(tx.QueryRowContext(ctx, "SELECT "+receiptCols+" FROM messages WHERE id = ?", m.ID))
+			if err != nil {
+				return fmt.Errorf("sqlite: read receipt: %w", err)
+			}
+			if rc.Sender != m.Sender {
+				return fmt.Errorf("message %q: %w", m.ID, core.ErrIDConflict)
+			}
+			res = core.AcceptResult{Receipt: *rc, Duplicate: true}
+			return nil
+		}
+		if queued && maxQueue > 0 {
+			var depth int
+			if err := tx.QueryRowContext(ctx, "SELECT COALESCE(SUM(pending), 0) FROM lanes WHERE receiver = ?", m.Receiver).Scan(&depth); err != nil {
+				return fmt.Errorf("sqlite: queue depth: %w", err)
+			}
+			if depth >= maxQueue {
+				// Returning an error rolls this request back.
+				return fmt.Errorf("receiver %q has %d queued: %w", m.Receiver, depth, core.ErrQueueFull)
+			}
 		}
 		seq, _ := out.LastInsertId()
 		if queued {
@@ -170,7 +166,7 @@ func scanMessages(rows *sql.Rows, err error) ([]*core.Message, error) {
 
 // GetMessage implements core.Store.
 func (s *Store) GetMessage(ctx context.Context, id string) (*core.Message, error) {
-	m, err := scanMessage(s.rdb.QueryRowContext(ctx, "SELECT "+messageCols+" FROM messages WHERE id = ?", id))
+	m, err := scanMessage(s.readRow(ctx, "SELECT "+messageCols+" FROM messages WHERE id = ?", id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("message %q: %w", id, core.ErrNotFound)
 	}
@@ -182,7 +178,7 @@ func (s *Store) GetMessage(ctx context.Context, id string) (*core.Message, error
 
 // GetReceipt implements core.Store.
 func (s *Store) GetReceipt(ctx context.Context, id string) (*core.Receipt, error) {
-	r, err := scanReceipt(s.rdb.QueryRowContext(ctx, "SELECT "+receiptCols+" FROM messages WHERE id = ?", id))
+	r, err := scanReceipt(s.readRow(ctx, "SELECT "+receiptCols+" FROM messages WHERE id = ?", id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("receipt %q: %w", id, core.ErrNotFound)
 	}
@@ -194,7 +190,7 @@ func (s *Store) GetReceipt(ctx context.Context, id string) (*core.Receipt, error
 
 // Results implements core.Store.
 func (s *Store) Results(ctx context.Context, correlationID string, limit int) ([]*core.Message, error) {
-	ms, err := scanMessages(s.rdb.QueryContext(ctx, "SELECT "+messageCols+" FROM messages WHERE correlation_id = ? ORDER BY seq LIMIT ?", correlationID, lim(limit)))
+	ms, err := scanMessages(s.read(ctx, "SELECT "+messageCols+" FROM messages WHERE correlation_id = ? ORDER BY seq LIMIT ?", correlationID, lim(limit)))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: results: %w", err)
 	}
@@ -211,7 +207,7 @@ func lim(n int) int {
 // Claim implements core.Store.
 func (s *Store) Claim(ctx context.Context, now, claimUntil time.Time, owner string, maxLanes, perLane int) ([]core.LaneClaim, error) {
 	var out []core.LaneClaim
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx *wtx) error {
 		out = out[:0]
 		rows, err := tx.QueryContext(ctx, `SELECT receiver, sender FROM lanes
 			WHERE pending > 0 AND parked = 0 AND next_at <= ? AND claim_until <= ? ORDER BY next_at LIMIT ?`,
@@ -256,7 +252,7 @@ func (s *Store) Claim(ctx context.Context, now, claimUntil time.Time, owner stri
 
 // Complete implements core.Store.
 func (s *Store) Complete(ctx context.Context, owner string, results []core.LaneResult) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(tx *wtx) error {
 		for _, lr := range results {
 			ended := 0
 			for _, o := range lr.Outcomes {
@@ -287,7 +283,7 @@ func (s *Store) Complete(ctx context.Context, owner string, results []core.LaneR
 	})
 }
 
-func dropEmptyLane(ctx context.Context, tx *sql.Tx, l core.Lane) error {
+func dropEmptyLane(ctx context.Context, tx *wtx, l core.Lane) error {
 	if _, err := tx.ExecContext(ctx, "DELETE FROM lanes WHERE receiver = ? AND sender = ? AND pending <= 0 AND claim_until = 0",
 		l.Receiver, l.Sender); err != nil {
 		return fmt.Errorf("sqlite: drop lane: %w", err)
@@ -296,7 +292,7 @@ func dropEmptyLane(ctx context.Context, tx *sql.Tx, l core.Lane) error {
 }
 
 // applyOutcome records one outcome; it returns 1 when the message ended.
-func applyOutcome(ctx context.Context, tx *sql.Tx, o core.Outcome) (int, error) {
+func applyOutcome(ctx context.Context, tx *wtx, o core.Outcome) (int, error) {
 	var status core.Status
 	attempt := 1
 	switch o.Kind {
@@ -345,7 +341,7 @@ func retryDetail(o core.Outcome) string {
 // ExpireDue implements core.Store.
 func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int) ([]*core.Receipt, error) {
 	var out []*core.Receipt
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx *wtx) error {
 		out = out[:0]
 		rows, err := tx.QueryContext(ctx, "SELECT seq, receiver, sender FROM messages WHERE state = 0 AND expires_at <= ? ORDER BY expires_at LIMIT ?", ts(now), lim(limit))
 		if err != nil {
@@ -391,7 +387,7 @@ func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int) ([]*cor
 // Wake implements core.Store.
 func (s *Store) Wake(ctx context.Context, receiver string, now time.Time) (int, error) {
 	var depth int
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx *wtx) error {
 		if _, err := tx.ExecContext(ctx, "UPDATE lanes SET parked = 0, next_at = MIN(next_at, ?) WHERE receiver = ?", ts(now), receiver); err != nil {
 			return fmt.Errorf("sqlite: wake: %w", err)
 		}
@@ -403,7 +399,7 @@ func (s *Store) Wake(ctx context.Context, receiver string, now time.Time) (int, 
 // QueueDepth implements core.Store.
 func (s *Store) QueueDepth(ctx context.Context, receiver string) (int, error) {
 	var depth int
-	if err := s.rdb.QueryRowContext(ctx, "SELECT COALESCE(SUM(pending), 0) FROM lanes WHERE receiver = ?", receiver).Scan(&depth); err != nil {
+	if err := s.readRow(ctx, "SELECT COALESCE(SUM(pending), 0) FROM lanes WHERE receiver = ?", receiver).Scan(&depth); err != nil {
 		return 0, fmt.Errorf("sqlite: queue depth: %w", err)
 	}
 	return depth, nil
@@ -412,7 +408,7 @@ func (s *Store) QueueDepth(ctx context.Context, receiver string) (int, error) {
 // Pull implements core.Store.
 func (s *Store) Pull(ctx context.Context, receiver string, now, visibleAt time.Time, limit int, autoAck bool) ([]*core.Message, error) {
 	var out []*core.Message
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx *wtx) error {
 		ms, err := scanMessages(tx.QueryContext(ctx, "SELECT "+messageCols+` FROM messages
 			WHERE state = 0 AND receiver = ? AND claim_until <= ? AND expires_at > ? ORDER BY seq LIMIT ?`,
 			receiver, ts(now), ts(now), lim(limit)))
@@ -439,7 +435,7 @@ func (s *Store) Pull(ctx context.Context, receiver string, now, visibleAt time.T
 }
 
 // endPulled marks a pulled message delivered and updates its lane.
-func endPulled(ctx context.Context, tx *sql.Tx, id, receiver string, now time.Time, detail string) (int, error) {
+func endPulled(ctx context.Context, tx *wtx, id, receiver string, now time.Time, detail string) (int, error) {
 	var sender string
 	err := tx.QueryRowContext(ctx, "SELECT sender FROM messages WHERE id = ? AND receiver = ? AND state = 0", id, receiver).Scan(&sender)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -462,7 +458,7 @@ func endPulled(ctx context.Context, tx *sql.Tx, id, receiver string, now time.Ti
 // Ack implements core.Store.
 func (s *Store) Ack(ctx context.Context, receiver string, ids []string, now time.Time) (int, error) {
 	var n int
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx *wtx) error {
 		n = 0
 		for _, id := range ids {
 			k, err := endPulled(ctx, tx, id, receiver, now, "acknowledged")
@@ -486,7 +482,7 @@ func (s *Store) DeadLetters(ctx context.Context, f core.DeadLetterFilter) ([]*co
 	}
 	q += " ORDER BY updated_at DESC LIMIT ?"
 	args = append(args, lim(f.Limit))
-	rows, err := s.rdb.QueryContext(ctx, q, args...)
+	rows, err := s.read(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: dead letters: %w", err)
 	}
@@ -505,7 +501,7 @@ func (s *Store) DeadLetters(ctx context.Context, f core.DeadLetterFilter) ([]*co
 // Replay implements core.Store.
 func (s *Store) Replay(ctx context.Context, id string, now, expiresAt time.Time) (*core.Receipt, error) {
 	var out *core.Receipt
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx *wtx) error {
 		var l core.Lane
 		var status string
 		err := tx.QueryRowContext(ctx, "SELECT receiver, sender, status FROM messages WHERE id = ?", id).Scan(&l.Receiver, &l.Sender, &status)
@@ -535,7 +531,7 @@ func (s *Store) Replay(ctx context.Context, id string, now, expiresAt time.Time)
 // PurgeBefore implements core.Store.
 func (s *Store) PurgeBefore(ctx context.Context, t time.Time, limit int) (int, error) {
 	var n int64
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx *wtx) error {
 		res, err := tx.ExecContext(ctx, "DELETE FROM messages WHERE seq IN (SELECT seq FROM messages WHERE state = 1 AND updated_at < ? LIMIT ?)", ts(t), lim(limit))
 		if err != nil {
 			return fmt.Errorf("sqlite: purge: %w", err)

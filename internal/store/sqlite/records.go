@@ -11,7 +11,7 @@ import (
 
 // PutRecord implements core.RecordStore.
 func (s *Store) PutRecord(ctx context.Context, r core.Record) (core.Record, error) {
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx *wtx) error {
 		var cur int64
 		err := tx.QueryRowContext(ctx, "SELECT version FROM records WHERE kind = ? AND id = ?", r.Kind, r.ID).Scan(&cur)
 		exists := err == nil
@@ -47,7 +47,7 @@ func scanRecord(sc interface{ Scan(...any) error }) (core.Record, error) {
 
 // GetRecord implements core.RecordStore.
 func (s *Store) GetRecord(ctx context.Context, kind, id string) (core.Record, error) {
-	r, err := scanRecord(s.rdb.QueryRowContext(ctx, "SELECT "+recordCols+" FROM records WHERE kind = ? AND id = ?", kind, id))
+	r, err := scanRecord(s.readRow(ctx, "SELECT "+recordCols+" FROM records WHERE kind = ? AND id = ?", kind, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return core.Record{}, fmt.Errorf("record %s/%s: %w", kind, id, core.ErrNotFound)
 	}
@@ -67,7 +67,7 @@ func (s *Store) ListRecords(ctx context.Context, kind, index string, limit int) 
 	}
 	q += " ORDER BY updated_at DESC, id LIMIT ?"
 	args = append(args, lim(limit))
-	rows, err := s.rdb.QueryContext(ctx, q, args...)
+	rows, err := s.read(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list records: %w", err)
 	}
@@ -85,7 +85,7 @@ func (s *Store) ListRecords(ctx context.Context, kind, index string, limit int) 
 
 // DeleteRecord implements core.RecordStore.
 func (s *Store) DeleteRecord(ctx context.Context, kind, id string) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(tx *wtx) error {
 		res, err := tx.ExecContext(ctx, "DELETE FROM records WHERE kind = ? AND id = ?", kind, id)
 		if err != nil {
 			return fmt.Errorf("sqlite: delete record: %w", err)

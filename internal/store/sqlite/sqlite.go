@@ -44,12 +44,103 @@ type Store struct {
 	wg   sync.WaitGroup
 
 	closeOnce sync.Once
+	wstmts    sync.Map // query → *sql.Stmt prepared on the writer's connection
+	// unprepared holds queries the writer ran unprepared; only the writer
+	// goroutine touches it.
+	unprepared map[string]struct{}
+	rstmts     sync.Map // query → *sql.Stmt prepared on the readers
+}
+
+// wtx is a write transaction whose statements are prepared once and reused:
+// parsing SQL costs more than running it, and the writer runs the same few
+// statements all day.
+type wtx struct {
+	tx *sql.Tx
+	s  *Store
+}
+
+func (s *Store) stmt(ctx context.Context, cache *sync.Map, db *sql.DB, q string) (*sql.Stmt, error) {
+	if st, ok := cache.Load(q); ok {
+		return st.(*sql.Stmt), nil
+	}
+	st, err := db.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if prev, loaded := cache.LoadOrStore(q, st); loaded {
+		st.Close()
+		return prev.(*sql.Stmt), nil
+	}
+	return st, nil
+}
+
+// wstmt returns the writer's prepared statement for q, or nil the first
+// time q is seen: it is then run unprepared and prepared after the commit,
+// when the writer's one connection is free (database/sql reuses a DB-level
+// statement inside a transaction on the connection it was prepared on).
+func (w *wtx) wstmt(q string) *sql.Stmt {
+	if st, ok := w.s.wstmts.Load(q); ok {
+		return st.(*sql.Stmt)
+	}
+	w.s.unprepared[q] = struct{}{}
+	return nil
+}
+
+// ExecContext runs a statement in the transaction.
+func (w *wtx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if st := w.wstmt(q); st != nil {
+		return w.tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	}
+	return w.tx.ExecContext(ctx, q, args...)
+}
+
+// QueryContext runs a query in the transaction.
+func (w *wtx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if st := w.wstmt(q); st != nil {
+		return w.tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+	}
+	return w.tx.QueryContext(ctx, q, args...)
+}
+
+// QueryRowContext runs a one-row query in the transaction.
+func (w *wtx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	if st := w.wstmt(q); st != nil {
+		return w.tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+	}
+	return w.tx.QueryRowContext(ctx, q, args...)
+}
+
+// prepareSeen prepares the statements first run in the last batch.
+func (s *Store) prepareSeen(ctx context.Context) {
+	for q := range s.unprepared {
+		if st, err := s.wdb.PrepareContext(ctx, q); err == nil {
+			s.wstmts.Store(q, st)
+		}
+		delete(s.unprepared, q)
+	}
+}
+
+// read and readRow run queries on the read connections.
+func (s *Store) read(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	st, err := s.stmt(ctx, &s.rstmts, s.rdb, q)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+func (s *Store) readRow(ctx context.Context, q string, args ...any) *sql.Row {
+	st, err := s.stmt(ctx, &s.rstmts, s.rdb, q)
+	if err != nil {
+		return s.rdb.QueryRowContext(ctx, q, args...)
+	}
+	return st.QueryRowContext(ctx, args...)
 }
 
 var _ core.Store = (*Store)(nil)
 
 type op struct {
-	fn  func(tx *sql.Tx) error
+	fn  func(tx *wtx) error
 	err chan error
 }
 
@@ -88,7 +179,7 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	}
 	rdb.SetMaxOpenConns(readers)
 	rdb.SetMaxIdleConns(readers)
-	s := &Store{wdb: wdb, rdb: rdb, ops: make(chan *op, maxBatch), quit: make(chan struct{})}
+	s := &Store{wdb: wdb, rdb: rdb, unprepared: map[string]struct{}{}, ops: make(chan *op, maxBatch), quit: make(chan struct{})}
 	s.wg.Add(1)
 	go s.writer()
 	return s, nil
@@ -100,6 +191,9 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.quit)
 		s.wg.Wait()
+		for _, c := range []*sync.Map{&s.wstmts, &s.rstmts} {
+			c.Range(func(_, v any) bool { v.(*sql.Stmt).Close(); return true })
+		}
 		err = errors.Join(s.rdb.Close(), s.wdb.Close())
 	})
 	return err
@@ -108,7 +202,7 @@ func (s *Store) Close() error {
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error {
 	var one int
-	if err := s.rdb.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+	if err := s.readRow(ctx, "SELECT 1").Scan(&one); err != nil {
 		return fmt.Errorf("sqlite: ping: %w", err)
 	}
 	return nil
@@ -118,7 +212,7 @@ func (s *Store) Ping(ctx context.Context) error {
 var ErrClosed = errors.New("sqlite: store closed")
 
 // write runs fn in the writer's next transaction and waits for the commit.
-func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (s *Store) write(ctx context.Context, fn func(tx *wtx) error) error {
 	o := &op{fn: fn, err: make(chan error, 1)}
 	select {
 	case s.ops <- o:
@@ -182,6 +276,7 @@ func (s *Store) drain() {
 func (s *Store) commit(batch []*op) {
 	ctx := context.Background()
 	results := make([]error, len(batch))
+	defer s.prepareSeen(ctx)
 	tx, err := s.wdb.BeginTx(ctx, nil)
 	if err != nil {
 		for _, o := range batch {
@@ -189,17 +284,18 @@ func (s *Store) commit(batch []*op) {
 		}
 		return
 	}
+	w := &wtx{tx: tx, s: s}
 	single := len(batch) == 1
 	for i, o := range batch {
 		if single {
-			results[i] = o.fn(tx)
+			results[i] = o.fn(w)
 			continue
 		}
 		if _, err := tx.ExecContext(ctx, "SAVEPOINT op"); err != nil {
 			results[i] = fmt.Errorf("sqlite: savepoint: %w", err)
 			continue
 		}
-		if results[i] = o.fn(tx); results[i] != nil {
+		if results[i] = o.fn(w); results[i] != nil {
 			if _, err := tx.ExecContext(ctx, "ROLLBACK TO op"); err != nil {
 				results[i] = errors.Join(results[i], err)
 			}

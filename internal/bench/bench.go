@@ -1,0 +1,256 @@
+// Package bench is a load generator for ATP-compatible relays: concurrent
+// senders post messages to /atp/send while a local callback receiver counts
+// what the relay delivers, and the run reports throughput and latency
+// percentiles. It works against Switchboard and against any relay that
+// speaks the tutorial's ATP routes.
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Config is one benchmark run.
+type Config struct {
+	Hub      string        // relay base URL
+	Token    string        // bearer token (admin token on an auth-on hub)
+	Senders  int           // concurrent senders [64]
+	Duration time.Duration // how long senders send [10s]
+	Messages int           // stop after this many sends in total (0: no limit)
+	Payload  int           // payload text size in bytes [64]
+	TTL      time.Duration // message TTL [60s]
+	Drain    time.Duration // how long to wait for deliveries after sending [30s]
+	// Progress, when set, receives a line every half second.
+	Progress func(line string)
+}
+
+// Result is what a run measured.
+type Result struct {
+	Senders        int           `json:"senders"`
+	Duration       time.Duration `json:"duration_ns"`
+	Sent           int64         `json:"sent"`
+	Accepted       int64         `json:"accepted"`
+	Errors         int64         `json:"errors"`
+	Delivered      int64         `json:"delivered"`
+	Duplicates     int64         `json:"duplicate_deliveries"`
+	AcceptedPerSec float64       `json:"accepted_per_sec"`
+	// DeliveredPerSec is deliveries over the time from the first send to
+	// the last delivery.
+	DeliveredPerSec float64       `json:"delivered_per_sec"`
+	SendP50         time.Duration `json:"send_p50_ns"`
+	SendP90         time.Duration `json:"send_p90_ns"`
+	SendP99         time.Duration `json:"send_p99_ns"`
+	SendMax         time.Duration `json:"send_max_ns"`
+	E2EP50          time.Duration `json:"e2e_p50_ns"`
+	E2EP99          time.Duration `json:"e2e_p99_ns"`
+}
+
+// String formats a result for people.
+func (r Result) String() string {
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/1e6) }
+	return fmt.Sprintf("senders %d, %v: sent %d, accepted %d (%.0f/s), delivered %d (%.0f/s), errors %d, duplicate deliveries %d\n"+
+		"send latency p50 %s p90 %s p99 %s max %s; end-to-end p50 %s p99 %s",
+		r.Senders, r.Duration.Round(time.Millisecond), r.Sent, r.Accepted, r.AcceptedPerSec, r.Delivered, r.DeliveredPerSec,
+		r.Errors, r.Duplicates, ms(r.SendP50), ms(r.SendP90), ms(r.SendP99), ms(r.SendMax), ms(r.E2EP50), ms(r.E2EP99))
+}
+
+type receiver struct {
+	mu       sync.Mutex
+	sentAt   map[string]time.Time
+	got      map[string]bool
+	e2e      []time.Duration
+	last     time.Time
+	dups     atomic.Int64
+	received atomic.Int64
+}
+
+func (rv *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	now := time.Now()
+	var env struct {
+		MessageID string `json:"message_id"`
+	}
+	_ = json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&env)
+	rv.mu.Lock()
+	if rv.got[env.MessageID] {
+		rv.dups.Add(1)
+	} else {
+		rv.got[env.MessageID] = true
+		rv.received.Add(1)
+		if t, ok := rv.sentAt[env.MessageID]; ok {
+			rv.e2e = append(rv.e2e, now.Sub(t))
+		}
+		rv.last = now
+	}
+	rv.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, `{"status":"accepted"}`)
+}
+
+// Run runs one benchmark.
+func Run(ctx context.Context, c Config) (Result, error) {
+	if c.Senders <= 0 {
+		c.Senders = 64
+	}
+	if c.Duration <= 0 {
+		c.Duration = 10 * time.Second
+	}
+	if c.Payload <= 0 {
+		c.Payload = 64
+	}
+	if c.TTL <= 0 {
+		c.TTL = time.Minute
+	}
+	if c.Drain <= 0 {
+		c.Drain = 30 * time.Second
+	}
+	hub := strings.TrimRight(c.Hub, "/")
+	rv := &receiver{sentAt: map[string]time.Time{}, got: map[string]bool{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return Result{}, err
+	}
+	srv := &http.Server{Handler: rv}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+
+	tr := &http.Transport{MaxIdleConns: c.Senders * 2, MaxIdleConnsPerHost: c.Senders * 2, IdleConnTimeout: time.Minute}
+	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	defer tr.CloseIdleConnections()
+	run := fmt.Sprintf("%x", time.Now().UnixNano())
+	recvID := "bench-recv-" + run
+	post := func(ctx context.Context, path string, body any) (int, []byte, error) {
+		b, _ := json.Marshal(body)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, hub+path, bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
+		if c.Token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.Token)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, nil, err
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, out, nil
+	}
+	code, body, err := post(ctx, "/atp/register", map[string]any{"agent_id": recvID, "callback_url": "http://" + ln.Addr().String() + "/atp/inbox",
+		"capabilities": []string{"bench"}, "lease_seconds": 3600})
+	if err != nil || code != http.StatusOK {
+		return Result{}, fmt.Errorf("register receiver: %d %s %v", code, body, err)
+	}
+
+	text := strings.Repeat("x", c.Payload)
+	var sent, accepted, errs atomic.Int64
+	lat := make([][]time.Duration, c.Senders)
+	start := time.Now()
+	deadline := start.Add(c.Duration)
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	if c.Progress != nil {
+		go progress(c, start, &sent, &accepted, &rv.received, done)
+	}
+	for s := 0; s < c.Senders; s++ {
+		wg.Add(1)
+		go func(s int) {
+			defer wg.Done()
+			sender := fmt.Sprintf("bench-send-%s-%d", run, s)
+			for i := 0; ; i++ {
+				if time.Now().After(deadline) || ctx.Err() != nil {
+					return
+				}
+				if c.Messages > 0 && sent.Add(1) > int64(c.Messages) {
+					return
+				} else if c.Messages == 0 {
+					sent.Add(1)
+				}
+				id := fmt.Sprintf("%s-%d-%d", run, s, i)
+				t0 := time.Now()
+				rv.mu.Lock()
+				rv.sentAt[id] = t0
+				rv.mu.Unlock()
+				code, _, err := post(ctx, "/atp/send", map[string]any{"atp_version": "1.0", "message_id": id, "sender": sender,
+					"receiver": recvID, "type": "bench", "timestamp": float64(t0.UnixMicro()) / 1e6, "ttl_ms": c.TTL.Milliseconds(),
+					"payload": map[string]any{"text": text}})
+				d := time.Since(t0)
+				if err != nil || code != http.StatusOK {
+					errs.Add(1)
+					continue
+				}
+				accepted.Add(1)
+				lat[s] = append(lat[s], d)
+			}
+		}(s)
+	}
+	wg.Wait()
+	sendEnd := time.Now()
+	if c.Messages > 0 && sent.Load() > int64(c.Messages) {
+		sent.Store(int64(c.Messages))
+	}
+	drainUntil := time.Now().Add(c.Drain)
+	for rv.received.Load() < accepted.Load() && time.Now().Before(drainUntil) && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(done)
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	rv.mu.Lock()
+	e2e := append([]time.Duration(nil), rv.e2e...)
+	last := rv.last
+	rv.mu.Unlock()
+	sort.Slice(e2e, func(i, j int) bool { return e2e[i] < e2e[j] })
+	res := Result{Senders: c.Senders, Duration: sendEnd.Sub(start), Sent: sent.Load(), Accepted: accepted.Load(), Errors: errs.Load(),
+		Delivered: rv.received.Load(), Duplicates: rv.dups.Load(),
+		SendP50: pct(all, 50), SendP90: pct(all, 90), SendP99: pct(all, 99), SendMax: pct(all, 100),
+		E2EP50: pct(e2e, 50), E2EP99: pct(e2e, 99)}
+	res.AcceptedPerSec = float64(res.Accepted) / res.Duration.Seconds()
+	if res.Delivered > 0 && last.After(start) {
+		res.DeliveredPerSec = float64(res.Delivered) / last.Sub(start).Seconds()
+	}
+	return res, nil
+}
+
+func pct(s []time.Duration, p float64) time.Duration {
+	if len(s) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p/100*float64(len(s)))) - 1
+	if i < 0 {
+		i = 0
+	}
+	return s[i]
+}
+
+func progress(c Config, start time.Time, sent, accepted, delivered *atomic.Int64, done <-chan struct{}) {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			el := time.Since(start)
+			frac := float64(el) / float64(c.Duration)
+			if frac > 1 {
+				frac = 1
+			}
+			n := int(frac * 30)
+			bar := strings.Repeat("#", n) + strings.Repeat(".", 30-n)
+			c.Progress(fmt.Sprintf("[%s] %3.0f%% sent %d accepted %d delivered %d (%.0f/s)", bar, frac*100,
+				sent.Load(), accepted.Load(), delivered.Load(), float64(delivered.Load())/el.Seconds()))
+		}
+	}
+}

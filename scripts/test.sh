@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# scripts/test.sh — runs Switchboard's whole test suite on a fresh Debian
+# machine, installing what the tests need first:
+#   - Debian packages: the ATP tutorial's Python clients (python3-fastapi,
+#     python3-uvicorn, python3-httpx), PostgreSQL, Chromium;
+#   - npm packages of the interop and browser tests, from their lock files;
+#   - a throwaway PostgreSQL cluster on 127.0.0.1 for the store contract
+#     suite and the multi-instance tests (stopped again at the end).
+# Then: gofmt, go vet, staticcheck, `go test -race ./...`, and a short run of
+# every fuzz target.
+#
+# Environment: FUZZTIME (default 5s per target; 0 skips fuzzing),
+# SKIP_INSTALL=1 to use what is installed, GOFLAGS as usual.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+export CI="${CI:-}"
+
+step() { printf '\n== %s ==\n' "$*"; }
+
+apt_pkgs=(python3-fastapi python3-uvicorn python3-httpx postgresql chromium)
+if [ -z "${SKIP_INSTALL:-}" ]; then
+	step "Debian packages"
+	missing=()
+	for p in "${apt_pkgs[@]}"; do
+		dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+	done
+	if [ ${#missing[@]} -gt 0 ]; then
+		sudo=""
+		[ "$(id -u)" -eq 0 ] || sudo="sudo"
+		$sudo apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	fi
+	echo "ok: ${apt_pkgs[*]}"
+
+	step "npm packages (from lock files)"
+	while IFS= read -r lock; do
+		dir=$(dirname "$lock")
+		echo "npm ci in $dir"
+		(cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+	done < <(git ls-files '*package-lock.json' | grep -v node_modules)
+fi
+
+step "PostgreSQL"
+pgdir=$(mktemp -d /tmp/switchboard-pg.XXXXXX)
+chmod 755 "$pgdir"
+pgport=${PGTEST_PORT:-55432}
+export PGTEST_FAST=1
+SWITCHBOARD_TEST_POSTGRES=$(scripts/postgres-test-server.sh start "$pgdir" "$pgport")
+export SWITCHBOARD_TEST_POSTGRES
+trap 'scripts/postgres-test-server.sh stop "$pgdir" >/dev/null 2>&1 || true' EXIT
+echo "ok: $SWITCHBOARD_TEST_POSTGRES"
+
+step "gofmt"
+bad=$(gofmt -l $(git ls-files '*.go'))
+if [ -n "$bad" ]; then echo "gofmt would change:"; echo "$bad"; exit 1; fi
+echo ok
+
+step "go vet"
+go vet ./...
+echo ok
+
+step "staticcheck"
+go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+echo ok
+
+step "go test -race ./..."
+go test -race -count=1 -timeout 30m ./...
+
+fuzztime=${FUZZTIME:-5s}
+if [ "$fuzztime" != "0" ]; then
+	step "fuzzing (each target for $fuzztime)"
+	while IFS= read -r file; do
+		pkg="./$(dirname "$file")"
+		for target in $(grep -oE '^func (Fuzz[A-Za-z0-9_]+)' "$file" | awk '{print $2}'); do
+			echo "$pkg $target"
+			go test -run='^$' -fuzz="^${target}\$" -fuzztime="$fuzztime" "$pkg" >/dev/null
+		done
+	done < <(git ls-files '*_test.go' | xargs grep -l '^func Fuzz')
+fi
+
+step "done"
+echo "all tests passed"

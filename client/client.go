@@ -145,6 +145,10 @@ type Registered struct {
 	Queued       int    `json:"queued"`
 	Created      bool   `json:"created"`
 	Token        string `json:"token,omitempty"`
+	// SigningSecret verifies the hub's webhooks: pass
+	// webhooksig.NewVerifier([]byte(SigningSecret)) as
+	// CallbackOptions.Verifier.
+	SigningSecret string `json:"signing_secret,omitempty"`
 }
 
 // Register registers an agent (or refreshes its registration). When the hub

@@ -24,6 +24,9 @@ type Options struct {
 	// Issuer, when set, is called on the first registration of an agent
 	// and its token is returned to the agent (auth on).
 	Issuer CredentialIssuer
+	// Secrets, when set, gives each agent the secret its webhooks are
+	// signed with; it is returned at registration.
+	Secrets interface{ SecretFor(agentID string) string }
 }
 
 // CredentialIssuer issues an agent's credential at its first registration.
@@ -83,6 +86,8 @@ type RegisterResponse struct {
 	// Token is the agent's credential, returned once at first registration
 	// when auth is on.
 	Token string `json:"token,omitempty"`
+	// SigningSecret verifies the hub's webhooks (package webhooksig).
+	SigningSecret string `json:"signing_secret,omitempty"`
 }
 
 func (s *Server) register(w http.ResponseWriter, r *http.Request) {
@@ -130,8 +135,12 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	httperr.JSON(w, http.StatusOK, RegisterResponse{OK: true, AgentID: a.ID, URI: s.relay.URI(a.ID),
-		LeaseSeconds: a.LeaseSeconds, Queued: queued, Created: created, Token: token})
+	out := RegisterResponse{OK: true, AgentID: a.ID, URI: s.relay.URI(a.ID),
+		LeaseSeconds: a.LeaseSeconds, Queued: queued, Created: created, Token: token}
+	if s.opt.Secrets != nil {
+		out.SigningSecret = s.opt.Secrets.SecretFor(a.ID)
+	}
+	httperr.JSON(w, http.StatusOK, out)
 }
 
 // checkIdentity checks that the caller may register agentID: an existing
@@ -224,6 +233,15 @@ func (s *Server) deregister(w http.ResponseWriter, r *http.Request) {
 	if err := s.relay.Deregister(r.Context(), id); err != nil {
 		httperr.From(w, err)
 		return
+	}
+	if rv, ok := s.opt.Issuer.(interface {
+		Revoke(ctx context.Context, agentID string) error
+	}); ok {
+		// The id is free again: its old credentials must not come back.
+		if err := rv.Revoke(r.Context(), id); err != nil {
+			httperr.From(w, err)
+			return
+		}
 	}
 	httperr.JSON(w, http.StatusOK, map[string]any{"ok": true, "agent_id": id})
 }

@@ -1,0 +1,123 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/switchboard-hub/switchboard/client"
+	"github.com/switchboard-hub/switchboard/internal/hub"
+	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
+	"github.com/switchboard-hub/switchboard/internal/ssrf"
+	"github.com/switchboard-hub/switchboard/webhooksig"
+)
+
+// TestSignedWebhooks registers a worker on an auth-on hub, verifies the
+// hub's signature on each delivery, and refuses a replayed and a forged
+// request.
+func TestSignedWebhooks(t *testing.T) {
+	_, base := hubtest.Start(t, hub.Options{Callbacks: ssrf.Policy{AllowLoopback: true}})
+	ctx := context.Background()
+
+	var handled atomic.Int32
+	var mu sync.Mutex
+	var captured *http.Request
+	var capturedBody []byte
+	verifier := &webhooksig.Verifier{}
+	h := client.CallbackHandler(func(ctx context.Context, env *client.Envelope) (client.Reply, error) {
+		handled.Add(1)
+		return client.Reply{Result: map[string]any{"ok": true}}, nil
+	}, client.CallbackOptions{Verifier: verifier})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		if captured == nil {
+			captured, capturedBody = r.Clone(context.Background()), body
+		}
+		mu.Unlock()
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+
+	worker := client.New(base)
+	reg, err := worker.Register(ctx, client.Registration{AgentID: "worker", CallbackURL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reg.Token == "" || reg.SigningSecret == "" {
+		t.Fatalf("registration must return a credential and a signing secret: %+v", reg)
+	}
+	verifier.Secret = []byte(reg.SigningSecret)
+
+	planner := client.New(base)
+	if _, err := planner.Register(ctx, client.Registration{AgentID: "planner"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := planner.Send(ctx, client.Message{Sender: "planner", Receiver: "worker", Type: "task.request", Payload: map[string]any{"text": "x"}}, 5*time.Second)
+	if err != nil || res.Status != "delivered" {
+		t.Fatalf("signed delivery: %+v %v", res, err)
+	}
+	// Replay the captured delivery, then forge one without a signature.
+	replay := func(sign bool) int {
+		req, _ := http.NewRequest("POST", srv.URL, bytes.NewReader(capturedBody))
+		if sign {
+			req.Header = captured.Header.Clone()
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := replay(true); code != http.StatusUnauthorized {
+		t.Fatalf("replayed webhook answered %d, want 401", code)
+	}
+	if code := replay(false); code != http.StatusUnauthorized {
+		t.Fatalf("unsigned webhook answered %d, want 401", code)
+	}
+	if n := handled.Load(); n != 1 {
+		t.Fatalf("handler ran %d times, want 1", n)
+	}
+}
+
+// TestPullLoopAcks receives by pull with acknowledgements.
+func TestPullLoopAcks(t *testing.T) {
+	_, base := hubtest.Start(t, hub.Options{Dev: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := client.New(base)
+	if _, err := c.Register(ctx, client.Registration{AgentID: "puller"}); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 10)
+	go c.PullLoop(ctx, "puller", func(ctx context.Context, env *client.Envelope) (client.Reply, error) {
+		got <- env.MessageID
+		return client.Reply{}, nil
+	}, time.Minute)
+	res, err := c.Send(ctx, client.Message{MessageID: "p1", Sender: "x", Receiver: "puller", Type: "t"})
+	if err != nil || res.Status != "queued" {
+		t.Fatalf("send: %+v %v", res, err)
+	}
+	select {
+	case id := <-got:
+		if id != "p1" {
+			t.Fatalf("got %s", id)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("pull loop received nothing")
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	rc, err := c.WaitReceipt(wctx, "p1")
+	if err != nil || rc.Status != "delivered" {
+		t.Fatalf("acknowledged pull: %+v %v", rc, err)
+	}
+}

@@ -1,0 +1,5 @@
+package webhooksig
+
+import "net/http"
+
+type httptestReq struct{ *http.Request }

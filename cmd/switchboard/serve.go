@@ -34,6 +34,10 @@ func runServe(ctx context.Context, args []string, s stdio) int {
 	fs.BoolVar(&o.NoSync, "no-sync", false, "do not fsync the embedded store (benchmarks only: a crash can lose accepted messages)")
 	fs.BoolVar(&o.Callbacks.AllowLoopback, "allow-loopback-callbacks", false, "let the hub call loopback addresses (on by default with --dev)")
 	fs.BoolVar(&o.Callbacks.AllowPrivate, "allow-private-callbacks", false, "let the hub call private-range addresses (on by default with --dev)")
+	fs.Float64Var(&o.RateLimit, "rate-limit", 0, "requests per second per agent credential or anonymous address (0: 1000 with auth on, none with --dev; -1: none)")
+	fs.IntVar(&o.RateBurst, "rate-burst", 0, "rate limit burst (default: the rate)")
+	fs.StringVar(&o.TLSCert, "tls-cert", "", "TLS certificate file (with --tls-key: serve HTTPS)")
+	fs.StringVar(&o.TLSKey, "tls-key", "", "TLS key file")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	pprofAddr := fs.String("pprof", "", "serve Go profiling (net/http/pprof) on this loopback address, e.g. 127.0.0.1:6060")
 	fs.Usage = func() {
@@ -42,6 +46,10 @@ func runServe(ctx context.Context, args []string, s stdio) int {
 	}
 	if err := fs.Parse(args); err != nil {
 		return flagExit(err)
+	}
+	if (o.TLSCert == "") != (o.TLSKey == "") {
+		fmt.Fprintln(s.err, "serve: --tls-cert and --tls-key go together")
+		return exitUsage
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {

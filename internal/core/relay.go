@@ -65,6 +65,7 @@ type Config struct {
 	Retention     time.Duration // how long terminal receipts are kept [24h]
 	MaxQueue      int           // queued messages per receiver [100000]
 	Skew          time.Duration // sender clock tolerance for "expired" [2s]
+	MaxParts      int           // content parts per message [64]
 	Owner         string        // this instance's claim owner name [random]
 }
 
@@ -90,6 +91,9 @@ func (c *Config) defaults() {
 	def(&c.Skew, 2*time.Second)
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = 128
+	}
+	if c.MaxParts <= 0 {
+		c.MaxParts = 64
 	}
 	if c.PerLane <= 0 {
 		c.PerLane = 32
@@ -323,6 +327,9 @@ func (r *Relay) Send(ctx context.Context, m *Message) (SendResult, error) {
 	}
 	if m.Type == "" {
 		m.Type = "message"
+	}
+	if len(m.Parts) > r.cfg.MaxParts {
+		return SendResult{}, fmt.Errorf("%d content parts, at most %d: %w", len(m.Parts), r.cfg.MaxParts, ErrTooLarge)
 	}
 	recv, err := r.Agent(ctx, m.Receiver)
 	if errors.Is(err, ErrNotFound) {

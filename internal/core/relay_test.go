@@ -512,3 +512,12 @@ func TestCheckAccess(t *testing.T) {
 		t.Errorf("public: %v", err)
 	}
 }
+
+func TestTooManyParts(t *testing.T) {
+	f := newFixture(t, core.Config{MaxParts: 2})
+	parts := []core.Part{{Kind: core.PartText, Text: "a"}, {Kind: core.PartText, Text: "b"}, {Kind: core.PartText, Text: "c"}}
+	_, err := f.relay.Send(f.ctx, &core.Message{ID: "p", Sender: "planner", Receiver: "worker", Parts: parts})
+	if !errors.Is(err, core.ErrTooLarge) {
+		t.Fatalf("3 parts with a limit of 2: %v", err)
+	}
+}

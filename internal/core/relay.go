@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
-	"regexp"
 	"sync"
 	"time"
 )
@@ -214,10 +213,21 @@ func NewID() string {
 	return hex.EncodeToString(b[:])
 }
 
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`)
-
-// ValidAgentID reports whether id can name an agent.
-func ValidAgentID(id string) bool { return idPattern.MatchString(id) }
+// ValidAgentID reports whether id can name an agent: 1 to 128 characters
+// of letters, digits and ._:@-, starting with a letter or digit.
+func ValidAgentID(id string) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || (c != '.' && c != '_' && c != ':' && c != '@' && c != '-')) {
+			return false
+		}
+	}
+	return true
+}
 
 // URI returns an agent's agent:// URI on this hub.
 func (r *Relay) URI(agentID string) string { return "agent://" + r.cfg.Host + "/" + agentID }

@@ -521,3 +521,21 @@ func TestTooManyParts(t *testing.T) {
 		t.Fatalf("3 parts with a limit of 2: %v", err)
 	}
 }
+
+func TestValidAgentID(t *testing.T) {
+	cases := map[string]bool{
+		"worker": true, "w-1.a_b:c@d": true, "9lives": true, "A": true,
+		"": false, "-lead": false, ".hidden": false, "../etc": false, "a/b": false, "a b": false, "ünï": false,
+		string(make([]byte, 129)): false,
+	}
+	long := make([]byte, 128)
+	for i := range long {
+		long[i] = 'a'
+	}
+	cases[string(long)] = true
+	for id, want := range cases {
+		if got := core.ValidAgentID(id); got != want {
+			t.Errorf("ValidAgentID(%q) = %v, want %v", id, got, want)
+		}
+	}
+}

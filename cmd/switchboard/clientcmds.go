@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/switchboard-hub/switchboard/client"
+	"github.com/switchboard-hub/switchboard/internal/core"
+	"github.com/switchboard-hub/switchboard/internal/proto/mamp"
 )
 
 func init() {
@@ -26,6 +28,12 @@ func init() {
 	register("dlq", "list or replay dead letters (dlq list | dlq replay ID)", runDLQ)
 	register("tail", "follow the live message flow", runTail)
 }
+
+// multiFlag is a repeatable string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
 // hubFlags are the flags every client command shares.
 type hubFlags struct {
@@ -116,7 +124,9 @@ func runAgents(ctx context.Context, args []string, s stdio) int {
 func runSend(ctx context.Context, args []string, s stdio) int {
 	fs := newFlagSet("send", `Usage: switchboard send --from SENDER --to RECEIVER [--text TEXT | --payload JSON] [flags]
 
-Sends a message through the hub. Without --wait it returns once the hub has
+Sends a message through the hub. Content is --text, optionally with --image and
+--file attachments (multimodal: an MAMP or A2A receiver gets real image and file
+parts; an ATP receiver gets {"text", "parts"}), or a --payload object. Without --wait it returns once the hub has
 stored the message (status queued). With --wait it waits for the terminal
 status and exits 0 if delivered, 1 if rejected, timed out or expired.
 Exit codes: 0 ok, 1 failed, 2 usage, 3 unknown receiver, 4 hub unreachable.`, s)
@@ -130,6 +140,9 @@ Exit codes: 0 ok, 1 failed, 2 usage, 3 unknown receiver, 4 hub unreachable.`, s)
 	id := fs.String("id", "", "message id (default random; reuse it to retry safely)")
 	corr := fs.String("correlation-id", "", "id of the message this one answers")
 	conv := fs.String("conversation-id", "", "conversation id")
+	var images, files multiFlag
+	fs.Var(&images, "image", "attach an image file (its media type is taken from its bytes); repeatable")
+	fs.Var(&files, "file", "attach a file (media type from its extension, checked against its bytes); repeatable")
 	ttl := fs.Duration("ttl", time.Minute, "time to live")
 	wait := fs.Duration("wait", 0, "wait up to this long for a terminal status")
 	if err := fs.Parse(args); err != nil {
@@ -155,6 +168,30 @@ Exit codes: 0 ok, 1 failed, 2 usage, 3 unknown receiver, 4 hub unreachable.`, s)
 			return exitUsage
 		}
 		body = obj
+	}
+	if len(images)+len(files) > 0 {
+		if *payload != "" {
+			fmt.Fprintln(s.err, "send: --image/--file go with --text, not --payload")
+			return exitUsage
+		}
+		parts := []core.Part{}
+		if *text != "" {
+			parts = append(parts, mamp.TextPart(*text))
+		}
+		for _, list := range []struct {
+			paths []string
+			mk    func(string) (core.Part, error)
+		}{{images, mamp.ImagePart}, {files, mamp.FilePart}} {
+			for _, p := range list.paths {
+				part, err := list.mk(p)
+				if err != nil {
+					fmt.Fprintf(s.err, "send: %v\n", err)
+					return exitUsage
+				}
+				parts = append(parts, part)
+			}
+		}
+		body = map[string]any{"text": *text, "parts": parts}
 	}
 	c := h.client()
 	m := client.Message{MessageID: *id, Sender: *from, Receiver: *to, Type: *typ, TTL: *ttl,

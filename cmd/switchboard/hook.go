@@ -14,7 +14,9 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/amp/hook"
 )
 
-func init() { register("hook", "AMP host hook (session-start, pre-tool-use, …) and hook install", runHook) }
+func init() {
+	register("hook", "AMP host hook (session-start, pre-tool-use, …) and hook install", runHook)
+}
 
 const hookUsage = `Usage:
   switchboard hook <event> [flags] < host-payload.json

@@ -528,7 +528,9 @@ type failingStore struct{}
 
 var errStore = errors.New("store down")
 
-func (failingStore) Load(context.Context, string) (State, bool, error) { return State{}, false, errStore }
+func (failingStore) Load(context.Context, string) (State, bool, error) {
+	return State{}, false, errStore
+}
 func (failingStore) Update(context.Context, string, func(*State) error) error {
 	return errStore
 }

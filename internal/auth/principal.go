@@ -33,7 +33,9 @@ func (p Principal) Authenticated() bool { return p.Admin || p.AgentID != "" }
 type ctxKey struct{}
 
 // With returns ctx carrying p.
-func With(ctx context.Context, p Principal) context.Context { return context.WithValue(ctx, ctxKey{}, p) }
+func With(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, ctxKey{}, p)
+}
 
 // From returns the principal in ctx (the zero Principal if none).
 func From(ctx context.Context) Principal {

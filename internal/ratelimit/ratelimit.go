@@ -19,7 +19,7 @@ type Limiter struct {
 	Burst float64
 	Now   func() time.Time
 
-	mu       sync.Mutex
+	mu        sync.Mutex
 	buckets   map[string]*bucket
 	overflow  bucket
 	lastSweep time.Time

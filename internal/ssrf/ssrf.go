@@ -12,6 +12,8 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -81,7 +83,9 @@ func (p Policy) Control(network, address string, _ syscall.RawConn) error {
 func (p Policy) Client(timeout time.Duration) *http.Client {
 	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second, Control: p.Control}
 	tr := &http.Transport{
-		DialContext:           func(ctx context.Context, network, addr string) (net.Conn, error) { return d.DialContext(ctx, network, addr) },
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return d.DialContext(ctx, network, addr)
+		},
 		MaxIdleConns:          512,
 		MaxIdleConnsPerHost:   256,
 		IdleConnTimeout:       90 * time.Second,
@@ -96,4 +100,22 @@ func (p Policy) Client(timeout time.Duration) *http.Client {
 			return fmt.Errorf("redirects are not followed: %w", ErrBlocked)
 		},
 	}
+}
+
+// CheckURL refuses, before any connection, a URL whose host is an address
+// (or "localhost") the policy blocks. Other names are checked when the hub
+// connects.
+func (p Policy) CheckURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("not a URL: %w", ErrBlocked)
+	}
+	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		host = "127.0.0.1"
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		return p.Check(a)
+	}
+	return nil
 }

@@ -86,3 +86,24 @@ func TestClientRefusesAtConnectTime(t *testing.T) {
 		t.Fatalf("redirect followed: %v", err)
 	}
 }
+
+func TestCheckURL(t *testing.T) {
+	cases := []struct {
+		url string
+		ok  bool
+	}{
+		{"http://169.254.169.254/latest/meta-data", false},
+		{"http://127.0.0.1:8002/inbox", false},
+		{"http://localhost:8002/inbox", false},
+		{"http://api.localhost/x", false},
+		{"http://[::1]/x", false},
+		{"http://10.0.0.1/x", false},
+		{"https://agents.example.com/inbox", true}, // checked at connect time
+		{"http://93.184.216.34/x", true},
+	}
+	for _, c := range cases {
+		if err := (Policy{}).CheckURL(c.url); (err == nil) != c.ok {
+			t.Errorf("%s: %v", c.url, err)
+		}
+	}
+}

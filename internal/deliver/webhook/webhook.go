@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/switchboard-hub/switchboard/internal/core"
+	"github.com/switchboard-hub/switchboard/internal/ssrf"
 )
 
 // maxReply bounds how much of a receiver's answer is read and kept.
@@ -73,6 +74,10 @@ func (d *Deliverer) Deliver(ctx context.Context, a *core.Agent, m *core.Message)
 		}
 	}
 	resp, err := d.Client.Do(req)
+	if errors.Is(err, ssrf.ErrBlocked) {
+		// The policy will not change between attempts: refuse for good.
+		return core.Delivery{Kind: core.OutcomeRejected, Code: http.StatusForbidden, Err: err, Detail: "callback destination not allowed"}
+	}
 	if err != nil {
 		return core.Delivery{Kind: core.OutcomeRetry, Err: scrub(err)}
 	}

@@ -27,6 +27,9 @@ type Options struct {
 	// Secrets, when set, gives each agent the secret its webhooks are
 	// signed with; it is returned at registration.
 	Secrets interface{ SecretFor(agentID string) string }
+	// CheckURL, when set, refuses callback URLs the hub may not call
+	// (the SSRF policy), at registration.
+	CheckURL func(raw string) error
 }
 
 // CredentialIssuer issues an agent's credential at its first registration.
@@ -112,6 +115,12 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		if err := ValidateCallback(req.CallbackURL); err != nil {
 			httperr.Write(w, http.StatusBadRequest, "invalid_callback_url", err.Error())
 			return
+		}
+		if s.opt.CheckURL != nil {
+			if err := s.opt.CheckURL(req.CallbackURL); err != nil {
+				httperr.Write(w, http.StatusBadRequest, "callback_url_forbidden", "callback_url: "+err.Error())
+				return
+			}
 		}
 		ep = core.Endpoint{Kind: core.EndpointATP, URL: req.CallbackURL}
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
 	"github.com/switchboard-hub/switchboard/internal/proto/mamp"
+	"github.com/switchboard-hub/switchboard/internal/ssrf"
 )
 
 const wait = 10 * time.Second
@@ -340,7 +341,7 @@ func TestCardRules(t *testing.T) {
 // registration, may send only as themselves, and require_auth receivers
 // accept authenticated senders.
 func TestAuthAndSpoofing(t *testing.T) {
-	_, c, uri := start(t, hub.Options{})
+	_, c, uri := start(t, hub.Options{Callbacks: ssrf.Policy{AllowLoopback: true}})
 	anon := c
 	admin := c.with("sba_test-admin-token")
 	alice := register(anon, "alice", "", nil)

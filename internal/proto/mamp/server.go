@@ -66,6 +66,9 @@ type Options struct {
 	StreamPoll time.Duration
 	// Logger for background work [slog.Default()].
 	Logger *slog.Logger
+	// CheckURL, when set, refuses endpoint URLs the hub may not call (the
+	// SSRF policy), at registration.
+	CheckURL func(raw string) error
 }
 
 // Server serves the /mamp/v1/* routes over a relay.
@@ -590,6 +593,12 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		if err := checkCallback(req.EndpointURL); err != nil {
 			httperr.Write(w, http.StatusBadRequest, "invalid_endpoint_url", strings.Replace(err.Error(), "callback_url", "endpoint_url", 1))
 			return
+		}
+		if s.opt.CheckURL != nil {
+			if err := s.opt.CheckURL(req.EndpointURL); err != nil {
+				httperr.Write(w, http.StatusBadRequest, "endpoint_url_forbidden", "endpoint_url: "+err.Error())
+				return
+			}
 		}
 		ep = core.Endpoint{Kind: core.EndpointMAMP, URL: req.EndpointURL}
 	}

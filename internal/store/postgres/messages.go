@@ -38,12 +38,39 @@ func nullable(s string) any {
 	return s
 }
 
-// Accept implements core.Store. The message id's uniqueness is the
-// database's: INSERT … ON CONFLICT (id) DO NOTHING waits for a concurrent
-// insert of the same id (from any instance) and then reports the row as
-// taken, so exactly one accept stores it. maxQueue is exact for one lane;
-// concurrent accepts from several senders to one receiver may together pass
-// it by at most their number.
+// acceptSQL stores a message in one statement (one round trip, one commit):
+// the insert is skipped when the receiver's queue already holds $14 (> 0)
+// messages, and the lane, conversation and participant writes happen only
+// when the insert did. INSERT … ON CONFLICT (id) DO NOTHING waits for a
+// concurrent insert of the same id (from any instance) and then skips, so
+// exactly one accept stores it.
+const acceptSQL = `WITH ins AS (
+	INSERT INTO messages (id, sender, receiver, state, status, history, expires_at, created_at, updated_at, conversation_id, correlation_id, body)
+	SELECT $1::text, $2::text, $3::text, $4::smallint, $5::text, $6::jsonb, $7::timestamptz, $8::timestamptz, $9::timestamptz,
+		$10::text, $11::text, $12::bytea
+	WHERE $4::smallint <> 0 OR $14::integer <= 0
+		OR (SELECT COALESCE(SUM(pending), 0) FROM lanes WHERE receiver = $3::text) < $14::integer
+	ON CONFLICT (id) DO NOTHING
+	RETURNING seq
+), lane AS (
+	INSERT INTO lanes (receiver, sender, pending, next_at)
+	SELECT $3::text, $2::text, 1, $13::timestamptz FROM ins WHERE $4::smallint = 0
+	ON CONFLICT (receiver, sender) DO UPDATE SET pending = lanes.pending + 1
+), conv AS (
+	INSERT INTO conversations (id, created_at, last_message_at, messages)
+	SELECT $10::text, $13::timestamptz, $13::timestamptz, 1 FROM ins WHERE $10::text IS NOT NULL
+	ON CONFLICT (id) DO UPDATE SET last_message_at = GREATEST(conversations.last_message_at, excluded.last_message_at),
+		messages = conversations.messages + 1
+), part AS (
+	INSERT INTO participants (conversation_id, agent_id, joined_at)
+	SELECT DISTINCT $10::text, a, $13::timestamptz FROM ins, unnest(ARRAY[$2::text, $3::text]) AS a WHERE $10::text IS NOT NULL
+	ON CONFLICT DO NOTHING
+)
+SELECT seq FROM ins`
+
+// Accept implements core.Store. maxQueue is exact for one lane; concurrent
+// accepts from several senders to one receiver may together pass it by at
+// most their number.
 func (s *Store) Accept(ctx context.Context, m *core.Message, r *core.Receipt, maxQueue int) (core.AcceptResult, error) {
 	body, err := json.Marshal(m)
 	if err != nil {
@@ -60,71 +87,39 @@ func (s *Store) Accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 	if queued {
 		state = 0
 	}
-	var res core.AcceptResult
-	var seq int64
-	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		res, seq = core.AcceptResult{}, 0
-		err := tx.QueryRow(ctx, `INSERT INTO messages (id, sender, receiver, state, status, history, expires_at, created_at, updated_at, conversation_id, correlation_id, body)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-			ON CONFLICT (id) DO NOTHING RETURNING seq`,
+	for range maxTxAttempts {
+		var seq int64
+		err = s.pool.QueryRow(ctx, acceptSQL,
 			m.ID, m.Sender, m.Receiver, state, string(r.Status), string(hist), m.ExpiresAt, r.CreatedAt, r.UpdatedAt,
-			nullable(m.ConversationID), nullable(m.CorrelationID), body).Scan(&seq)
-		if errors.Is(err, pgx.ErrNoRows) {
-			first, err := scanReceipt(tx.QueryRow(ctx, "SELECT "+receiptCols("")+" FROM messages WHERE id = $1", m.ID))
-			if err != nil {
-				return fmt.Errorf("postgres: read first receipt: %w", err)
+			nullable(m.ConversationID), nullable(m.CorrelationID), body, m.ReceivedAt, maxQueue).Scan(&seq)
+		if err == nil {
+			m.Seq = seq
+			if queued {
+				s.signalDue()
 			}
-			if first.Sender != m.Sender {
-				return fmt.Errorf("message %q: %w", m.ID, core.ErrIDConflict)
+			return core.AcceptResult{Receipt: *r}, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			if retryable(err) {
+				continue
 			}
-			res = core.AcceptResult{Receipt: *first, Duplicate: true}
-			return nil
+			return core.AcceptResult{}, fmt.Errorf("postgres: accept: %w", err)
 		}
-		if err != nil {
-			return fmt.Errorf("postgres: insert message: %w", err)
+		// Nothing inserted: the id is taken, or the queue is full.
+		first, err := scanReceipt(s.pool.QueryRow(ctx, "SELECT "+receiptCols("")+" FROM messages WHERE id = $1", m.ID))
+		switch {
+		case err == nil && first.Sender != m.Sender:
+			return core.AcceptResult{}, fmt.Errorf("message %q: %w", m.ID, core.ErrIDConflict)
+		case err == nil:
+			return core.AcceptResult{Receipt: *first, Duplicate: true}, nil
+		case !errors.Is(err, pgx.ErrNoRows):
+			return core.AcceptResult{}, fmt.Errorf("postgres: read first receipt: %w", err)
+		case queued && maxQueue > 0:
+			return core.AcceptResult{}, fmt.Errorf("receiver %q has %d queued: %w", m.Receiver, maxQueue, core.ErrQueueFull)
 		}
-		var b pgx.Batch
-		depth := 0
-		if queued {
-			b.Queue(`INSERT INTO lanes (receiver, sender, pending, next_at) VALUES ($1, $2, 1, $3)
-				ON CONFLICT (receiver, sender) DO UPDATE SET pending = lanes.pending + 1`,
-				m.Receiver, m.Sender, m.ReceivedAt)
-			if maxQueue > 0 {
-				b.Queue("SELECT COALESCE(SUM(pending), 0) FROM lanes WHERE receiver = $1", m.Receiver).
-					QueryRow(func(row pgx.Row) error { return row.Scan(&depth) })
-			}
-		}
-		if m.ConversationID != "" {
-			b.Queue(`INSERT INTO conversations (id, created_at, last_message_at, messages) VALUES ($1, $2, $2, 1)
-				ON CONFLICT (id) DO UPDATE SET last_message_at = GREATEST(conversations.last_message_at, excluded.last_message_at),
-					messages = conversations.messages + 1`,
-				m.ConversationID, m.ReceivedAt)
-			b.Queue(`INSERT INTO participants (conversation_id, agent_id, joined_at) VALUES ($1, $2, $4), ($1, $3, $4)
-				ON CONFLICT DO NOTHING`, m.ConversationID, m.Sender, m.Receiver, m.ReceivedAt)
-		}
-		if b.Len() > 0 {
-			if err := tx.SendBatch(ctx, &b).Close(); err != nil {
-				return fmt.Errorf("postgres: accept: %w", err)
-			}
-		}
-		// depth includes this message: the queue was full if it already
-		// held maxQueue.
-		if queued && maxQueue > 0 && depth > maxQueue {
-			return fmt.Errorf("receiver %q has %d queued: %w", m.Receiver, depth-1, core.ErrQueueFull)
-		}
-		res = core.AcceptResult{Receipt: *r}
-		return nil
-	})
-	if err != nil {
-		return core.AcceptResult{}, err
+		// The message was purged between the two statements: try again.
 	}
-	if !res.Duplicate {
-		m.Seq = seq
-		if queued {
-			s.signalDue()
-		}
-	}
-	return res, nil
+	return core.AcceptResult{}, fmt.Errorf("postgres: accept %q: gave up after %d attempts: %w", m.ID, maxTxAttempts, err)
 }
 
 var receiptColumns = []string{"id", "sender", "receiver", "status", "attempts", "code", "last_error", "reply", "history", "created_at", "updated_at", "next_at", "expires_at"}
@@ -313,16 +308,16 @@ func (s *Store) Complete(ctx context.Context, owner string, results []core.LaneR
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		ended = ended[:0]
 		endedOn := make(map[core.Lane]int)
-		var b pgx.Batch
+		var outs []core.Outcome
 		for _, lr := range results {
-			for _, o := range lr.Outcomes {
-				if err := queueOutcome(&b, o, func(id string, l core.Lane) {
-					ended = append(ended, id)
-					endedOn[l]++
-				}); err != nil {
-					return err
-				}
-			}
+			outs = append(outs, lr.Outcomes...)
+		}
+		var b pgx.Batch
+		if err := queueOutcomes(&b, outs, func(id string, l core.Lane) {
+			ended = append(ended, id)
+			endedOn[l]++
+		}); err != nil {
+			return err
 		}
 		if b.Len() > 0 {
 			if err := tx.SendBatch(ctx, &b).Close(); err != nil {
@@ -361,44 +356,86 @@ func (s *Store) Complete(ctx context.Context, owner string, results []core.LaneR
 	return nil
 }
 
-// queueOutcome queues the update that records o; ended is called for a
-// message it moves to a terminal status.
-func queueOutcome(b *pgx.Batch, o core.Outcome, ended func(id string, l core.Lane)) error {
-	var status core.Status
-	attempt := 1
-	switch o.Kind {
-	case core.OutcomeDelivered:
-		status = core.StatusDelivered
-	case core.OutcomeRejected:
-		status = core.StatusRejected
-	case core.OutcomeTimeout:
-		status, attempt = core.StatusTimeout, 0
-	case core.OutcomeRetry:
-		b.Queue(`UPDATE messages SET attempts = attempts + 1, code = $2, last_error = $3, next_at = $4, updated_at = $5, `+appendHistory("$6")+`
-			WHERE id = $1 AND state = 0`,
-			o.MessageID, o.Code, o.Error, o.NextAt, o.At, event(o.At, core.StatusQueued, retryDetail(o)))
-		return nil
-	default:
-		return fmt.Errorf("unknown outcome kind %d", o.Kind)
+// historyFrom is appendHistory for set-based updates: the event is column
+// ev (text) of the joined outcomes.
+const historyFrom = "history = CASE WHEN jsonb_array_length(m.history) < 64 THEN m.history ELSE m.history - 1 END || jsonb_build_array(o.ev::jsonb)"
+
+// queueOutcomes queues the statements that record outs, one per kind of
+// update (set-based: a claim's hundreds of outcomes cost two statements, not
+// hundreds); ended is called for each message moved to a terminal status.
+// Outcomes for messages no longer queued match nothing and are ignored.
+func queueOutcomes(b *pgx.Batch, outs []core.Outcome, ended func(id string, l core.Lane)) error {
+	var retry, final struct {
+		ids, errs, events, statuses []string
+		codes, attempts             []int32
+		at, next                    []time.Time
+		replies                     [][]byte
 	}
-	var reply []byte
-	if len(o.Reply) > 0 {
-		reply = o.Reply
+	for _, o := range outs {
+		var status core.Status
+		attempt := int32(1)
+		switch o.Kind {
+		case core.OutcomeDelivered:
+			status = core.StatusDelivered
+		case core.OutcomeRejected:
+			status = core.StatusRejected
+		case core.OutcomeTimeout:
+			status, attempt = core.StatusTimeout, 0
+		case core.OutcomeRetry:
+			retry.ids = append(retry.ids, o.MessageID)
+			retry.codes = append(retry.codes, int32(o.Code))
+			retry.errs = append(retry.errs, o.Error)
+			retry.next = append(retry.next, o.NextAt)
+			retry.at = append(retry.at, o.At)
+			retry.events = append(retry.events, event(o.At, core.StatusQueued, retryDetail(o)))
+			continue
+		default:
+			return fmt.Errorf("unknown outcome kind %d", o.Kind)
+		}
+		var reply []byte
+		if len(o.Reply) > 0 {
+			reply = o.Reply
+		}
+		final.ids = append(final.ids, o.MessageID)
+		final.statuses = append(final.statuses, string(status))
+		final.attempts = append(final.attempts, attempt)
+		final.codes = append(final.codes, int32(o.Code))
+		final.errs = append(final.errs, o.Error)
+		final.replies = append(final.replies, reply)
+		final.at = append(final.at, o.At)
+		final.events = append(final.events, event(o.At, status, o.Detail))
 	}
-	b.Queue(`UPDATE messages SET state = 1, status = $2, attempts = attempts + $3, code = $4, last_error = $5, reply = $6,
-			updated_at = $7, claim_until = `+zeroTS+`, `+appendHistory("$8")+`
-		WHERE id = $1 AND state = 0 RETURNING receiver, sender`,
-		o.MessageID, string(status), attempt, o.Code, o.Error, reply, o.At, event(o.At, status, o.Detail)).
-		Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				var l core.Lane
-				if err := rows.Scan(&l.Receiver, &l.Sender); err != nil {
-					return err
+	if len(retry.ids) > 0 {
+		b.Queue(`WITH o AS (
+				SELECT * FROM unnest($1::text[], $2::integer[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::text[])
+					AS o(id, code, err, next_at, at, ev)
+			)
+			UPDATE messages m SET attempts = m.attempts + 1, code = o.code, last_error = o.err, next_at = o.next_at, updated_at = o.at, `+historyFrom+`
+			FROM o WHERE m.id = o.id AND m.state = 0`,
+			retry.ids, retry.codes, retry.errs, retry.next, retry.at, retry.events)
+	}
+	if len(final.ids) > 0 {
+		b.Queue(`WITH o AS (
+				SELECT * FROM unnest($1::text[], $2::text[], $3::integer[], $4::integer[], $5::text[], $6::bytea[], $7::timestamptz[], $8::text[])
+					AS o(id, status, attempt, code, err, reply, at, ev)
+			)
+			UPDATE messages m SET state = 1, status = o.status, attempts = m.attempts + o.attempt, code = o.code, last_error = o.err,
+				reply = o.reply, updated_at = o.at, claim_until = `+zeroTS+`, `+historyFrom+`
+			FROM o WHERE m.id = o.id AND m.state = 0
+			RETURNING m.id, m.receiver, m.sender`,
+			final.ids, final.statuses, final.attempts, final.codes, final.errs, final.replies, final.at, final.events).
+			Query(func(rows pgx.Rows) error {
+				for rows.Next() {
+					var id string
+					var l core.Lane
+					if err := rows.Scan(&id, &l.Receiver, &l.Sender); err != nil {
+						return err
+					}
+					ended(id, l)
 				}
-				ended(o.MessageID, l)
-			}
-			return rows.Err()
-		})
+				return rows.Err()
+			})
+	}
 	return nil
 }
 

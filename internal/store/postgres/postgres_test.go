@@ -98,11 +98,22 @@ func open(tb testing.TB) *postgres.Store {
 }
 
 func TestContract(t *testing.T) {
+	serverURL(t) // skip (or fail under CI) once, not in every case
 	storetest.Run(t, func(t *testing.T) core.Store { return open(t) })
 }
 
+// BenchmarkStore runs the store benchmarks with the production pool size
+// (Options.MaxConns zero: 16 connections).
 func BenchmarkStore(b *testing.B) {
-	storetest.Bench(b, func(b *testing.B) core.Store { return open(b) })
+	storetest.Bench(b, func(b *testing.B) core.Store {
+		u, schema := freshSchema(b)
+		s, err := postgres.Open(context.Background(), u, postgres.Options{ChannelPrefix: schema})
+		if err != nil {
+			b.Fatalf("postgres.Open: %v", err)
+		}
+		b.Cleanup(func() { s.Close() })
+		return s
+	})
 }
 
 func TestMigrate(t *testing.T) {

@@ -134,6 +134,9 @@ type Registration struct {
 	Capabilities []string       `json:"capabilities"`
 	LeaseSeconds int            `json:"lease_seconds,omitempty"`
 	Card         map[string]any `json:"card,omitempty"`
+	// Delivery is "push" (with CallbackURL), "pull" or "stream" (see
+	// Client.Stream).
+	Delivery string `json:"delivery,omitempty"`
 }
 
 // Registered is the hub's answer to a registration.

@@ -121,3 +121,39 @@ func TestPullLoopAcks(t *testing.T) {
 		t.Fatalf("acknowledged pull: %+v %v", rc, err)
 	}
 }
+
+// TestStream receives over the live stream, acknowledging each message.
+func TestStream(t *testing.T) {
+	_, base := hubtest.Start(t, hub.Options{Dev: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := client.New(base)
+	if _, err := c.Register(ctx, client.Registration{AgentID: "live", Delivery: "stream"}); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 10)
+	go c.Stream(ctx, "live", func(ctx context.Context, env *client.Envelope) (client.Reply, error) {
+		got <- env.MessageID
+		return client.Reply{}, nil
+	}, time.Minute)
+	for _, id := range []string{"s1", "s2"} {
+		if _, err := c.Send(ctx, client.Message{MessageID: id, Sender: "x", Receiver: "live", Type: "t"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []string{"s1", "s2"} {
+		select {
+		case id := <-got:
+			if id != want {
+				t.Fatalf("got %s, want %s", id, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("stream delivered nothing")
+		}
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if rc, err := c.WaitReceipt(wctx, "s2"); err != nil || rc.Status != "delivered" {
+		t.Fatalf("acknowledged stream message: %+v %v", rc, err)
+	}
+}

@@ -1,11 +1,14 @@
 package client
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -21,7 +24,9 @@ type Reply struct {
 }
 
 // Reject returns a rejection reply with a code.
-func Reject(code int, detail string) Reply { return Reply{Status: "rejected", Code: code, Detail: detail} }
+func Reject(code int, detail string) Reply {
+	return Reply{Status: "rejected", Code: code, Detail: detail}
+}
 
 // HandlerFunc handles one delivered message. An error asks the hub to retry
 // later (the delivery counts as failed).
@@ -67,7 +72,6 @@ func (d *Dedup) put(id string, reply []byte) {
 	}
 	d.seen[id] = dedupEntry{at: now, reply: reply}
 }
-
 
 // CallbackOptions configure a callback handler.
 type CallbackOptions struct {
@@ -188,4 +192,76 @@ func (c *Client) PullLoop(ctx context.Context, agentID string, h HandlerFunc, vi
 		}
 	}
 	return nil
+}
+
+// Stream receives an agent's messages over a live server-sent event stream
+// (GET /atp/stream/{id}): each message is handled, then acknowledged; a
+// handler error leaves it to be delivered again after the visibility
+// timeout. The stream reconnects after errors until ctx ends.
+func (c *Client) Stream(ctx context.Context, agentID string, h HandlerFunc, visibility time.Duration) error {
+	if visibility <= 0 {
+		visibility = 30 * time.Second
+	}
+	delay := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := c.streamOnce(ctx, agentID, h, visibility)
+		if ctx.Err() != nil {
+			return nil
+		}
+		var he *Error
+		if errors.As(err, &he) && he.StatusCode >= 400 && he.StatusCode < 500 && he.StatusCode != http.StatusTooManyRequests {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(delay):
+		}
+		if delay < 5*time.Second {
+			delay *= 2
+		}
+	}
+	return nil
+}
+
+func (c *Client) streamOnce(ctx context.Context, agentID string, h HandlerFunc, visibility time.Duration) error {
+	url := fmt.Sprintf("%s/atp/stream/%s?visibility_ms=%d", c.base, agentID, visibility.Milliseconds())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	hc := *c.http
+	hc.Timeout = 0 // a stream lives as long as ctx
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		e := &Error{StatusCode: resp.StatusCode}
+		_ = json.Unmarshal(b, e)
+		return e
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "data: ") {
+			continue
+		}
+		var env Envelope
+		if err := json.Unmarshal([]byte(line[len("data: "):]), &env); err != nil {
+			continue
+		}
+		if _, err := h(ctx, &env); err == nil {
+			if _, err := c.Ack(ctx, agentID, env.MessageID); err != nil && ctx.Err() == nil {
+				return err
+			}
+		}
+	}
+	return sc.Err()
 }

@@ -115,6 +115,8 @@ type Relay struct {
 	events     *Bus
 
 	wakeCh chan struct{}
+	dueMu  sync.Mutex
+	dueCh  chan struct{} // closed and replaced at every Wake
 
 	mu      sync.Mutex
 	waiters map[string][]chan struct{}
@@ -180,6 +182,7 @@ func NewRelay(store Store, clock Clock, cfg Config, log *slog.Logger) *Relay {
 		deliverers: map[EndpointKind]Deliverer{},
 		events:     NewBus(),
 		wakeCh:     make(chan struct{}, 1),
+		dueCh:      make(chan struct{}),
 		waiters:    map[string][]chan struct{}{},
 		agents:     map[string]cachedAgent{},
 	}
@@ -245,7 +248,7 @@ func (r *Relay) Register(ctx context.Context, a *Agent, lease time.Duration) (qu
 	if a.Endpoint.Kind == "" {
 		a.Endpoint.Kind = EndpointPull
 	}
-	if a.Endpoint.Kind != EndpointPull && !r.Deliverable(a.Endpoint.Kind) {
+	if a.Endpoint.Pushable() && !r.Deliverable(a.Endpoint.Kind) {
 		return 0, false, fmt.Errorf("endpoint kind %q: %w", a.Endpoint.Kind, ErrInvalid)
 	}
 	now := r.clock.Now()
@@ -467,13 +470,31 @@ func (r *Relay) notify(key string) {
 	}
 }
 
-// Wake asks the scheduler to look for due work now.
+// Wake asks the scheduler (and every stream waiting in Due) to look for
+// due work now. Stores that share state between hub instances call it when
+// another instance made work due.
 func (r *Relay) Wake() {
 	select {
 	case r.wakeCh <- struct{}{}:
 	default:
 	}
+	r.dueMu.Lock()
+	close(r.dueCh)
+	r.dueCh = make(chan struct{})
+	r.dueMu.Unlock()
 }
+
+// Due returns a channel that is closed at the next Wake: a stream that
+// found its queue empty waits on it.
+func (r *Relay) Due() <-chan struct{} {
+	r.dueMu.Lock()
+	defer r.dueMu.Unlock()
+	return r.dueCh
+}
+
+// NotifyReceipt wakes whoever waits for message id's receipt; stores shared
+// between instances call it when another instance ended a message.
+func (r *Relay) NotifyReceipt(id string) { r.notify(id) }
 
 // Pull hands an agent up to limit of its queued messages. With autoAck they
 // count as delivered at once (at-most-once, the tutorial's pending call);

@@ -50,6 +50,10 @@ const (
 	EndpointMAMP EndpointKind = "mamp" // webhook push of the MAMP envelope
 	EndpointA2A  EndpointKind = "a2a"  // a remote A2A agent reached with an A2A client
 	EndpointPull EndpointKind = "pull" // no push: the agent fetches its queue
+	// EndpointStream is an agent that holds a live stream open to the hub
+	// (server-sent events); the hub instance holding the stream feeds it
+	// from the queue.
+	EndpointStream EndpointKind = "stream"
 )
 
 // Endpoint is where and how an agent receives messages.
@@ -60,7 +64,9 @@ type Endpoint struct {
 
 // Pushable reports whether messages to this endpoint are pushed by the
 // scheduler (as opposed to waiting to be pulled).
-func (e Endpoint) Pushable() bool { return e.Kind != EndpointPull && e.Kind != "" }
+func (e Endpoint) Pushable() bool {
+	return e.Kind != EndpointPull && e.Kind != EndpointStream && e.Kind != ""
+}
 
 // Owner identifies who runs an agent.
 type Owner struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -67,6 +68,7 @@ func (s *Server) Mount(mux *http.ServeMux) {
 	mux.HandleFunc("GET /atp/results/{id}", s.results)
 	mux.HandleFunc("GET /atp/pending/{id}", s.pending)
 	mux.HandleFunc("POST /atp/ack", s.ack)
+	mux.HandleFunc("GET /atp/stream/{id}", s.stream)
 }
 
 // RegisterRequest is the body of POST /atp/register.
@@ -76,6 +78,9 @@ type RegisterRequest struct {
 	Capabilities []string   `json:"capabilities"`
 	LeaseSeconds int        `json:"lease_seconds"`
 	Card         *core.Card `json:"card,omitempty"`
+	// Delivery is "push" (default with a callback_url), "pull" (default
+	// without) or "stream" (the agent holds GET /atp/stream/{id} open).
+	Delivery string `json:"delivery,omitempty"`
 }
 
 // RegisterResponse is the answer to POST /atp/register.
@@ -123,6 +128,17 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		ep = core.Endpoint{Kind: core.EndpointATP, URL: req.CallbackURL}
+	}
+	switch req.Delivery {
+	case "", "push", "pull":
+		if req.Delivery == "pull" {
+			ep = core.Endpoint{Kind: core.EndpointPull}
+		}
+	case "stream":
+		ep = core.Endpoint{Kind: core.EndpointStream}
+	default:
+		httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidField, `delivery must be "push", "pull" or "stream"`)
+		return
 	}
 	a := &core.Agent{ID: req.AgentID, Capabilities: nonNil(req.Capabilities), Endpoint: ep, Protocol: "atp"}
 	if req.Card != nil {
@@ -587,4 +603,72 @@ func (s *Server) ack(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	httperr.JSON(w, http.StatusOK, map[string]any{"ok": true, "acked": n})
+}
+
+// stream holds a server-sent event stream open and feeds it the agent's
+// queue: each message is an event "message" whose data is the ATP envelope.
+// Messages stay queued (leased for visibility_ms) until acknowledged with
+// POST /atp/ack, so a dropped stream loses nothing. Whichever hub instance
+// holds the stream feeds it; a message accepted on another instance wakes it
+// through the store's notifications.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := auth.ActAs(r.Context(), id); err != nil {
+		httperr.From(w, err)
+		return
+	}
+	if _, err := s.relay.Agent(r.Context(), id); err != nil {
+		httperr.From(w, err)
+		return
+	}
+	vis := 30 * time.Second
+	if v := r.URL.Query().Get("visibility_ms"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidField, "visibility_ms must be a positive integer")
+			return
+		}
+		vis = time.Duration(n) * time.Millisecond
+	}
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		httperr.Write(w, http.StatusInternalServerError, httperr.CodeInternal, "streaming unsupported")
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, ": switchboard stream\n\n")
+	fl.Flush()
+	ctx := r.Context()
+	keep := time.NewTicker(15 * time.Second)
+	defer keep.Stop()
+	for {
+		due := s.relay.Due() // before pulling, so no wake-up is missed
+		ms, err := s.relay.Pull(ctx, id, 100, vis, false)
+		if err != nil {
+			return
+		}
+		for _, m := range ms {
+			env, err := ToEnvelope(m)
+			if err != nil {
+				continue
+			}
+			b, _ := json.Marshal(env)
+			fmt.Fprintf(w, "event: message\nid: %s\ndata: %s\n\n", m.ID, b)
+		}
+		if len(ms) > 0 {
+			fl.Flush()
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-due:
+		case <-time.After(time.Second): // leases that lapsed, other instances' work
+		case <-keep.C:
+			fmt.Fprint(w, ": keep-alive\n\n")
+			fl.Flush()
+		}
+	}
 }

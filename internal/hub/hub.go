@@ -5,6 +5,7 @@ package hub
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,14 +17,26 @@ import (
 	"sync"
 	"time"
 
+	"github.com/switchboard-hub/switchboard/internal/amp"
+	"github.com/switchboard-hub/switchboard/internal/amp/ampapi"
+	"github.com/switchboard-hub/switchboard/internal/amp/ampstore"
 	"github.com/switchboard-hub/switchboard/internal/auth"
 	"github.com/switchboard-hub/switchboard/internal/core"
+	"github.com/switchboard-hub/switchboard/internal/dashboard"
+	"github.com/switchboard-hub/switchboard/internal/deliver/a2aremote"
 	"github.com/switchboard-hub/switchboard/internal/deliver/webhook"
 	"github.com/switchboard-hub/switchboard/internal/httperr"
+	"github.com/switchboard-hub/switchboard/internal/metrics"
 	"github.com/switchboard-hub/switchboard/internal/opsapi"
+	"github.com/switchboard-hub/switchboard/internal/proto/a2a"
 	"github.com/switchboard-hub/switchboard/internal/proto/atp"
 	"github.com/switchboard-hub/switchboard/internal/proto/mamp"
+	mcpadapter "github.com/switchboard-hub/switchboard/internal/proto/mcp"
+	"github.com/switchboard-hub/switchboard/internal/ratelimit"
+	"github.com/switchboard-hub/switchboard/internal/ssrf"
+	"github.com/switchboard-hub/switchboard/internal/store/postgres"
 	"github.com/switchboard-hub/switchboard/internal/store/sqlite"
+	"github.com/switchboard-hub/switchboard/internal/tracing"
 )
 
 // Options configure a hub.
@@ -50,6 +63,20 @@ type Options struct {
 	Logger  *slog.Logger
 	// Clock overrides the system clock (tests).
 	Clock core.Clock
+	// RateLimit is requests per second per credential (or per client
+	// address for anonymous callers); 0 means 1000 with auth on and no
+	// limit in dev mode, negative means no limit. The admin token is not
+	// limited.
+	RateLimit float64
+	// RateBurst is the bucket size [RateLimit].
+	RateBurst int
+	// TLSCert and TLSKey, when both set, serve HTTPS.
+	TLSCert, TLSKey string
+	// Callbacks is the SSRF policy for every URL the hub calls; dev mode
+	// allows loopback and private addresses.
+	Callbacks ssrf.Policy
+	// MetricsPublic serves /metrics without the admin token.
+	MetricsPublic bool
 }
 
 // Hub is an assembled hub.
@@ -61,6 +88,11 @@ type Hub struct {
 	Creds   *auth.Credentials
 	// AdminToken is the operator token in force (empty in dev mode).
 	AdminToken string
+	// AMP is the motivation engine, its sessions kept in the store.
+	AMP *amp.Engine
+	// Outbound is the HTTP client for every request the hub makes; it
+	// enforces the SSRF policy.
+	Outbound *http.Client
 
 	opt Options
 	log *slog.Logger
@@ -102,12 +134,28 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 		clock = core.SystemClock{}
 	}
 	relay := core.NewRelay(st, clock, opt.Relay, log)
-	client := &http.Client{Timeout: relay.Config().DeliverTimout}
-	relay.SetDeliverer(core.EndpointATP, webhook.New(client, atp.Encoder{}, nil))
+	if err := follow(ctx, st, relay, log); err != nil {
+		st.Close()
+		return nil, err
+	}
+	policy := opt.Callbacks
+	if opt.Dev {
+		policy.AllowLoopback, policy.AllowPrivate = true, true
+	}
+	client := policy.Client(relay.Config().DeliverTimout)
+	key, err := hubKey(ctx, st, clock)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	signer := &webhook.HMACSigner{Key: key}
+	relay.SetDeliverer(core.EndpointATP, webhook.New(client, atp.Encoder{}, signer))
 	relay.SetDeliverer(core.EndpointMAMP, webhook.New(client, mamp.Encoder{Host: relay.Config().Host}, nil))
+	relay.SetDeliverer(core.EndpointA2A, a2aremote.New(policy.Client(relay.Config().DeliverTimout)))
+	client.Transport = tracing.Transport(client.Transport)
 	// deliverers: each protocol adapter adds its line above this marker.
 
-	h := &Hub{Relay: relay, Store: st, Mux: http.NewServeMux(), opt: opt, log: log,
+	h := &Hub{Relay: relay, Store: st, Mux: http.NewServeMux(), opt: opt, log: log, Outbound: client,
 		Creds: &auth.Credentials{Store: st, Clock: clock}}
 	authn := &auth.Authenticator{Dev: opt.Dev, Creds: h.Creds}
 	if !opt.Dev {
@@ -123,14 +171,65 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	if !opt.Dev {
 		issuer = h.Creds
 	}
-	atp.New(relay, atp.Options{MaxBody: opt.MaxBody, Issuer: issuer}).Mount(h.Mux)
+	atp.New(relay, atp.Options{MaxBody: opt.MaxBody, Issuer: issuer, Secrets: signer, CheckURL: policy.CheckURL}).Mount(h.Mux)
 	opsapi.New(relay, opt.Version).Mount(h.Mux)
-	mamp.New(relay, mamp.Options{MaxBody: opt.MaxBody, Issuer: issuer, Remotes: mamp.RemotesFromEnv(), Context: ctx, Logger: log}).Mount(h.Mux)
+	mamp.New(relay, mamp.Options{MaxBody: opt.MaxBody, Issuer: issuer, Remotes: mamp.RemotesFromEnv(), Context: ctx, Logger: log, CheckURL: policy.CheckURL}).Mount(h.Mux)
+	a2a.New(relay, a2a.Options{MaxBody: opt.MaxBody, Secured: !opt.Dev, Context: ctx, Logger: log, HTTPClient: client}).Mount(h.Mux)
+	a2aReg := a2aremote.NewRegistrar(relay, a2aremote.Options{Logger: log, Client: policy.Client(10 * time.Second)})
+	a2aReg.Mount(h.Mux)
+	go a2aReg.Run(ctx)
+	h.AMP = amp.New(&ampstore.Store{Records: st, Clock: clock})
+	ampHandler := ampapi.New(h.AMP)
+	h.Mux.Handle("GET /v4/amp", ampHandler)
+	h.Mux.Handle("POST /v4/tick", ampHandler)
+	mcpSrv := mcpadapter.New(relay, mcpadapter.Options{Version: opt.Version, Logger: log, AMP: h.AMP})
+	mcpSrv.Mount(h.Mux)
+	go mcpSrv.Watch(ctx)
+	met := metrics.New(relay, metrics.WithPublic(opt.MetricsPublic))
+	go met.Run(ctx)
+	h.Mux.Handle("GET /metrics", met.Handler())
+	dash, err := dashboard.New(relay, dashboard.Options{Dev: opt.Dev, AdminToken: h.AdminToken, Routes: h.Mux})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	dash.Mount(h.Mux)
+	go dash.Run(ctx)
 	// adapters: each protocol adapter mounts its routes above this marker.
-	h.Handler = authn.Middleware(h.Mux, func(w http.ResponseWriter, r *http.Request, err error) {
+	limit := opt.RateLimit
+	if limit == 0 && !opt.Dev {
+		limit = 1000
+	}
+	limiter := ratelimit.New(limit, opt.RateBurst)
+	h.Handler = authn.Middleware(rateLimited(limiter, secureHeaders(h.Mux, opt.TLSCert != "")), func(w http.ResponseWriter, r *http.Request, err error) {
 		httperr.From(w, err)
 	})
+	h.Handler = tracing.Middleware(h.Handler)
 	return h, nil
+}
+
+// hubKey returns the key webhook secrets derive from, kept in the store so
+// every instance on one database signs alike; the first start creates it.
+func hubKey(ctx context.Context, st core.RecordStore, clock core.Clock) ([]byte, error) {
+	for i := 0; i < 3; i++ {
+		rec, err := st.GetRecord(ctx, "hub_secret", "webhook-key")
+		if err == nil {
+			return rec.Data, nil
+		}
+		if !errors.Is(err, core.ErrNotFound) {
+			return nil, fmt.Errorf("hub key: %w", err)
+		}
+		key := make([]byte, 32)
+		_, _ = rand.Read(key)
+		_, err = st.PutRecord(ctx, core.Record{Kind: "hub_secret", ID: "webhook-key", Data: key, UpdatedAt: clock.Now()})
+		if err == nil {
+			return key, nil
+		}
+		if !errors.Is(err, core.ErrConflict) {
+			return nil, fmt.Errorf("hub key: %w", err)
+		}
+	}
+	return nil, errors.New("hub key: could not create or read it")
 }
 
 func openStore(ctx context.Context, opt Options) (core.Store, error) {
@@ -141,8 +240,49 @@ func openStore(ctx context.Context, opt Options) (core.Store, error) {
 			dir = opt.DataDir
 		}
 		return sqlite.Open(ctx, dir, sqlite.Options{NoSync: opt.NoSync})
+	case strings.HasPrefix(opt.StoreURL, "postgres://") || strings.HasPrefix(opt.StoreURL, "postgresql://"):
+		return postgres.Open(ctx, opt.StoreURL, postgres.Options{})
 	}
 	return nil, fmt.Errorf("store %q: unsupported store URL (use sqlite:DIR or postgres://…)", opt.StoreURL)
+}
+
+// follow wakes the relay when another hub instance on the same database
+// makes work due or ends a message (PostgreSQL LISTEN/NOTIFY).
+func follow(ctx context.Context, st core.Store, relay *core.Relay, log *slog.Logger) error {
+	pg, ok := st.(*postgres.Store)
+	if !ok {
+		return nil
+	}
+	due, err := pg.Notifier().Listen(ctx, pg.DueChannel())
+	if err != nil {
+		return fmt.Errorf("listen for due work: %w", err)
+	}
+	receipts, err := pg.Notifier().Listen(ctx, pg.ReceiptChannel())
+	if err != nil {
+		return fmt.Errorf("listen for receipts: %w", err)
+	}
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case _, ok := <-due:
+				if !ok {
+					log.Warn("due notifications ended")
+					return
+				}
+				relay.Wake()
+			case id, ok := <-receipts:
+				if !ok {
+					return
+				}
+				if id != "" {
+					relay.NotifyReceipt(id)
+				}
+			}
+		}
+	}()
+	return nil
 }
 
 // adminToken returns the configured admin token or the one kept in the
@@ -206,7 +346,13 @@ func (h *Hub) Serve(ctx context.Context, ln net.Listener) error {
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = h.Relay.Run(rctx) }()
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() {
+		if h.opt.TLSCert != "" {
+			errc <- srv.ServeTLS(ln, h.opt.TLSCert, h.opt.TLSKey)
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
 	var err error
 	select {
 	case <-ctx.Done():

@@ -17,12 +17,12 @@ import (
 
 // Resource URIs.
 const (
-	AgentsURI              = "switchboard://agents"
-	AgentURITemplate       = "switchboard://agents/{id}"
-	ConversationsURI       = "switchboard://conversations"
-	ConversationURITemplte = "switchboard://conversations/{id}"
-	agentPrefix            = "switchboard://agents/"
-	conversationPrefix     = "switchboard://conversations/"
+	AgentsURI               = "switchboard://agents"
+	AgentURITemplate        = "switchboard://agents/{id}"
+	ConversationsURI        = "switchboard://conversations"
+	ConversationURITemplate = "switchboard://conversations/{id}"
+	agentPrefix             = "switchboard://agents/"
+	conversationPrefix      = "switchboard://conversations/"
 )
 
 // ResourceKind is what a switchboard:// URI names.
@@ -81,7 +81,7 @@ func (s *Server) addResources() {
 		Description: "Your conversations, most recent first (JSON).", MIMEType: "application/json"}, s.readResource)
 	s.srv.AddResourceTemplate(&sdk.ResourceTemplate{URITemplate: AgentURITemplate, Name: "agent", Title: "Agent card",
 		Description: "One agent and its card (JSON).", MIMEType: "application/json"}, s.readResource)
-	s.srv.AddResourceTemplate(&sdk.ResourceTemplate{URITemplate: ConversationURITemplte, Name: "conversation",
+	s.srv.AddResourceTemplate(&sdk.ResourceTemplate{URITemplate: ConversationURITemplate, Name: "conversation",
 		Title: "Conversation", Description: "A conversation and its messages (JSON).", MIMEType: "application/json"}, s.readResource)
 }
 
@@ -143,7 +143,7 @@ func (s *Server) checkSubscribable(uri string) error {
 	if _, _, err := ParseURI(uri); err == nil || s.isAMPURI(uri) {
 		return nil
 	}
-	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("cannot subscribe to %q: not a resource of this server", uri)}
+	return sdk.ResourceNotFoundError(uri)
 }
 
 // Watch publishes resource-updated notifications to subscribed sessions,

@@ -44,6 +44,10 @@ type Options struct {
 	Logger *slog.Logger
 	// AMP, when set, adds the amp_tick tool and the AMP spec resources.
 	AMP AMPEngine
+	// AMPStateDir, when AMP is nil, makes an AMP engine keeping its
+	// session state in this directory (amp.FileStore, safe to share with
+	// other processes such as the hook command).
+	AMPStateDir string
 }
 
 // AMPEngine is what the MCP server needs of the AMP engine (amp.Engine
@@ -71,6 +75,12 @@ func (o *Options) defaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if e, ok := o.AMP.(*amp.Engine); ok && e == nil {
+		o.AMP = nil // a nil *amp.Engine is no engine
+	}
+	if o.AMP == nil && o.AMPStateDir != "" {
+		o.AMP = amp.New(amp.NewFileStore(o.AMPStateDir))
 	}
 }
 

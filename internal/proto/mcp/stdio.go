@@ -299,7 +299,12 @@ func (b *remoteBackend) forwardTool(name string) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		p := &sdk.CallToolParams{Name: name, Arguments: req.Params.Arguments}
 		if tok := req.Params.GetProgressToken(); tok != nil {
-			p.SetProgressToken(tok)
+			// JSON numbers arrive as float64, which SetProgressToken
+			// refuses: keep integral tokens integers.
+			if f, ok := tok.(float64); ok && f == float64(int64(f)) {
+				tok = int64(f)
+			}
+			p.Meta = sdk.Meta{"progressToken": tok}
 		}
 		res, err := b.cs.CallTool(ctx, p)
 		if err != nil {

@@ -221,19 +221,19 @@ func agentView(r *core.Relay, a *core.Agent, withCard bool) AgentView {
 
 // ReceiptView is a message's transport receipt.
 type ReceiptView struct {
-	MessageID string          `json:"message_id"`
-	Sender    string          `json:"sender"`
-	Receiver  string          `json:"receiver"`
-	Status    string          `json:"status" jsonschema:"queued, delivered, rejected, timeout, expired or unreachable"`
-	Terminal  bool            `json:"terminal" jsonschema:"whether the status is final"`
-	Attempts  int             `json:"attempts"`
-	Code      int             `json:"code,omitempty" jsonschema:"the receiver's refusal code or last HTTP status"`
-	LastError string          `json:"last_error,omitempty"`
-	Reply     any             `json:"reply,omitempty" jsonschema:"the receiver's acknowledgement body"`
-	History   []HistoryView   `json:"history"`
-	CreatedAt time.Time       `json:"created_at"`
-	UpdatedAt time.Time       `json:"updated_at"`
-	ExpiresAt time.Time       `json:"expires_at"`
+	MessageID string        `json:"message_id"`
+	Sender    string        `json:"sender"`
+	Receiver  string        `json:"receiver"`
+	Status    string        `json:"status" jsonschema:"queued, delivered, rejected, timeout, expired or unreachable"`
+	Terminal  bool          `json:"terminal" jsonschema:"whether the status is final"`
+	Attempts  int           `json:"attempts"`
+	Code      int           `json:"code,omitempty" jsonschema:"the receiver's refusal code or last HTTP status"`
+	LastError string        `json:"last_error,omitempty"`
+	Reply     any           `json:"reply,omitempty" jsonschema:"the receiver's acknowledgement body"`
+	History   []HistoryView `json:"history"`
+	CreatedAt time.Time     `json:"created_at"`
+	UpdatedAt time.Time     `json:"updated_at"`
+	ExpiresAt time.Time     `json:"expires_at"`
 }
 
 // HistoryView is one step of a receipt's history.

@@ -111,7 +111,7 @@ type Encoder struct {
 
 // Encode implements webhook.Encoder.
 func (e Encoder) Encode(_ *core.Agent, m *core.Message) ([]byte, string, error) {
-	env, err := ToEnvelope(Addressing{Host: e.Host}, m)
+	env, err := ToEnvelope(Addressing(e), m)
 	if err != nil {
 		return nil, "", err
 	}

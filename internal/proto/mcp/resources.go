@@ -199,7 +199,7 @@ func (s *Server) delegateTask(ctx context.Context, req *sdk.GetPromptRequest) (*
 	var agent *core.Agent
 	if id := strings.TrimSpace(args["agent_id"]); id != "" {
 		a, err := s.relay.Store().GetAgent(ctx, id)
-		if errors.Is(err, core.ErrNotFound) || core.ValidAgentID(id) == false {
+		if errors.Is(err, core.ErrNotFound) || !core.ValidAgentID(id) {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("agent %q is not registered on this hub", id)}
 		}
 		if err != nil {

@@ -18,7 +18,7 @@ const maxHistory = 64
 // next parameter to the history column. At maxHistory events it drops the
 // second one, so the history keeps its first event (accepted) and the latest
 // ones, including the terminal event.
-const appendHistory = "history = json_insert(CASE WHEN json_array_length(history) < 64 THEN history ELSE json_remove(history, '$[1]') END, '$[#]', json(?))"
+var appendHistory = fmt.Sprintf("history = json_insert(CASE WHEN json_array_length(history) < %d THEN history ELSE json_remove(history, '$[1]') END, '$[#]', json(?))", maxHistory)
 
 func event(at time.Time, st core.Status, detail string) string {
 	b, _ := json.Marshal(core.ReceiptEvent{At: at, Status: st, Detail: detail})

@@ -101,7 +101,8 @@ func New(relay *core.Relay, opt Options) *Server {
 	s.srv = sdk.NewServer(&sdk.Implementation{Name: "switchboard", Title: "Switchboard hub", Version: opt.Version},
 		&sdk.ServerOptions{
 			Instructions: instructions,
-			Logger:       opt.Logger,
+			// The SDK logs every notification at info: keep its warnings only.
+			Logger: slog.New(minLevel{opt.Logger.Handler(), slog.LevelWarn}),
 			// Subscriptions are tracked by the SDK; these handlers only
 			// check that the URI names one of the hub's resources.
 			SubscribeHandler:   func(ctx context.Context, req *sdk.SubscribeRequest) error { return s.checkSubscribable(req.Params.URI) },
@@ -193,4 +194,22 @@ func (s *Server) ensureHost(ctx context.Context, c caller) error {
 	s.ensured[c.agentID] = now
 	s.mu.Unlock()
 	return nil
+}
+
+// minLevel drops records below a level.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(as), h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{h.Handler.WithGroup(name), h.min}
 }

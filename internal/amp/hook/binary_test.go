@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,8 +18,9 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/amp"
 )
 
-// binary is the switchboard executable built by TestMain.
-var binary string
+// binary is the switchboard executable built by TestMain, and hookBinary
+// the small switchboard-hook one.
+var binary, hookBinary string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "switchboard-hook-test-")
@@ -30,7 +32,10 @@ func TestMain(m *testing.M) {
 	goTool := "go"
 	build := exec.Command(goTool, "build", "-o", binary, "github.com/switchboard-hub/switchboard/cmd/switchboard")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	hookBinary = filepath.Join(dir, "switchboard-hook")
+	build2 := exec.Command(goTool, "build", "-o", hookBinary, "github.com/switchboard-hub/switchboard/cmd/switchboard-hook")
+	build2.Stdout, build2.Stderr = os.Stderr, os.Stderr
+	if err := errors.Join(build.Run(), build2.Run()); err != nil {
 		fmt.Fprintln(os.Stderr, "building switchboard:", err)
 		os.RemoveAll(dir)
 		os.Exit(1)
@@ -348,16 +353,27 @@ func BenchmarkHookProcess(b *testing.B) {
 		{"user-prompt", "user-prompt", `{"session_id":"bench","hook_event_name":"UserPromptSubmit","prompt":"Please refactor the parser and add tests for the edge cases."}`},
 	}
 	home := b.TempDir()
-	for _, c := range cases {
-		b.Run(c.name, func(b *testing.B) {
+	for _, bin := range []string{binary, hookBinary} {
+		for _, c := range cases {
+			if bin == hookBinary && c.event == "" {
+				continue
+			}
+			benchHook(b, bin, c.name, c.event, c.payload, home)
+		}
+	}
+}
+
+func benchHook(b *testing.B, bin, name, event, payload, home string) {
+	b.Run(filepath.Base(bin)+"/"+name, func(b *testing.B) {
+		{
 			var durations []time.Duration
 			for b.Loop() {
-				cmd := exec.Command(binary, "hook", c.event)
-				if c.event == "" {
-					cmd = exec.Command(binary, "version")
+				cmd := exec.Command(bin, "hook", event)
+				if event == "" {
+					cmd = exec.Command(bin, "version")
 				}
 				cmd.Env = append(os.Environ(), amp.EnvHome+"="+home)
-				cmd.Stdin = strings.NewReader(c.payload)
+				cmd.Stdin = strings.NewReader(payload)
 				start := time.Now()
 				out, err := cmd.Output()
 				durations = append(durations, time.Since(start))
@@ -369,6 +385,26 @@ func BenchmarkHookProcess(b *testing.B) {
 			ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 			b.ReportMetric(ms(durations[len(durations)/2]), "median-ms")
 			b.ReportMetric(ms(durations[len(durations)*9/10]), "p90-ms")
-		})
+		}
+	})
+}
+
+// TestHookBinaryAnswersAlike checks the small binary gives the same answers.
+func TestHookBinaryAnswersAlike(t *testing.T) {
+	payload := `{"session_id":"alike","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"git reset --hard HEAD~1"}}`
+	home := t.TempDir()
+	var outs []string
+	for _, bin := range []string{binary, hookBinary} {
+		cmd := exec.Command(bin, "hook", "pre-tool-use")
+		cmd.Env = append(os.Environ(), amp.EnvHome+"="+home)
+		cmd.Stdin = strings.NewReader(payload)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s: %v", bin, err)
+		}
+		outs = append(outs, string(out))
+	}
+	if outs[0] != outs[1] || !strings.Contains(outs[0], `"permissionDecision":"deny"`) {
+		t.Fatalf("answers differ or do not deny:\n%s\n%s", outs[0], outs[1])
 	}
 }

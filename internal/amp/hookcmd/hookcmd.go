@@ -1,0 +1,177 @@
+// Package hookcmd is the command line of the AMP host hooks, shared by
+// "switchboard hook" and the switchboard-hook binary.
+package hookcmd
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/switchboard-hub/switchboard/internal/amp/guard"
+	"github.com/switchboard-hub/switchboard/internal/amp/hook"
+)
+
+// Exit codes, as the switchboard command's.
+const (
+	ExitOK      = 0
+	ExitFailure = 1
+	ExitUsage   = 2
+)
+
+// Stdio is the process's standard streams.
+type Stdio struct {
+	In       io.Reader
+	Out, Err io.Writer
+}
+
+const hookUsage = `Usage:
+  switchboard hook <event> [flags] < host-payload.json
+  switchboard hook install --host claude-code [--write] [flags]
+
+Runs the AMP 0.1 motivation engine for one host hook event. The host's hook
+JSON is read on stdin (Claude Code's contract) and the reply JSON is written
+on stdout. Nothing triggered → {} and exit 0; an internal fault never breaks
+the host (answers {}), except pre-tool-use, whose guard fails closed (deny).
+
+Events:
+  session-start          restore pressure, arena and the compaction checkpoint
+  user-prompt            detect giving-up and frustration phrases
+  pre-tool-use           guard: deny answer/grading files and destructive git
+  post-tool-use          count real failures (exit code, error, interrupted),
+                         raise the pressure ladder, detect breakthroughs
+  post-tool-use-failure  Claude Code's failed-tool event (always a failure)
+  pre-compact            checkpoint the state and the reasoning summary
+  stop                   confidence gate on an unverified completion claim
+
+Environment:
+  SWITCHBOARD_AMP_HOME     state directory (default ~/.switchboard/amp)
+  SWITCHBOARD_AMP_PHRASES  phrase file (default <state dir>/phrases.json)
+  PUAX_GUARD_MODE=eval     stricter guard (any git push, stash, fixtures)
+`
+
+var hookEvents = map[string]bool{
+	"session-start": true, "user-prompt": true, "user-prompt-submit": true, "pre-tool-use": true,
+	"post-tool-use": true, "post-tool-use-failure": true, "pre-compact": true, "stop": true,
+	"SessionStart": true, "UserPromptSubmit": true, "PreToolUse": true, "PostToolUse": true,
+	"PostToolUseFailure": true, "PreCompact": true, "Stop": true,
+}
+
+// Main runs "switchboard hook ARGS…": one hook event, or install. It
+// returns the process exit code. Both the switchboard binary and the small
+// switchboard-hook binary (which starts faster: it links nothing but the
+// engine) call it.
+func Main(ctx context.Context, args []string, s Stdio) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(s.Out, hookUsage)
+		if len(args) == 0 {
+			return ExitUsage
+		}
+		return ExitOK
+	}
+	if args[0] == "install" {
+		return runHookInstall(args[1:], s)
+	}
+	event := args[0]
+	fs := flag.NewFlagSet("hook "+event, flag.ContinueOnError)
+	fs.SetOutput(s.Err)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), hookUsage, "\nFlags:\n"); fs.PrintDefaults() }
+	stateDir := fs.String("state-dir", "", "state directory (default $SWITCHBOARD_AMP_HOME or ~/.switchboard/amp)")
+	mode := fs.String("guard-mode", "", "guard mode: dev or eval (default $PUAX_GUARD_MODE, else dev)")
+	phrases := fs.String("phrases", "", "phrase file overriding the built-in lists")
+	ampOut := fs.Bool("amp", false, "also write the AMP envelope as one JSON line on stderr")
+	noStopGate := fs.Bool("no-stop-gate", false, "never block Stop on an unverified completion claim")
+	if err := fs.Parse(args[1:]); err != nil {
+		if err == flag.ErrHelp {
+			return ExitOK
+		}
+		// A host must never break on our flags: answer {} like any fault,
+		// except for the guard, which fails closed.
+		if event == "pre-tool-use" || event == "PreToolUse" {
+			return hook.Run(ctx, event, strings.NewReader("not json"), s.Out, hook.Options{Log: s.Err})
+		}
+		fmt.Fprintln(s.Out, "{}")
+		return ExitOK
+	}
+	if !hookEvents[event] {
+		fmt.Fprintf(s.Err, "switchboard hook: unknown event %q (run \"switchboard hook --help\")\n", event)
+		fmt.Fprintln(s.Out, "{}")
+		return ExitOK
+	}
+	opts := hook.Options{StateDir: *stateDir, PhrasesFile: *phrases, NoStopGate: *noStopGate, Log: s.Err}
+	switch *mode {
+	case "":
+	case string(guard.ModeEval):
+		opts.GuardMode = guard.ModeEval
+	default:
+		opts.GuardMode = guard.ModeDev
+	}
+	if *ampOut {
+		opts.Envelope = s.Err
+	}
+	return hook.Run(ctx, event, stdinOf(s.In), s.Out, opts)
+}
+
+// stdinOf returns in, or an empty reader when in is an interactive
+// terminal (a person running the command by hand gets {} at once).
+func stdinOf(in io.Reader) io.Reader {
+	if f, ok := in.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			return strings.NewReader("")
+		}
+	}
+	return in
+}
+
+func runHookInstall(args []string, s Stdio) int {
+	fs := flag.NewFlagSet("hook install", flag.ContinueOnError)
+	fs.SetOutput(s.Err)
+	host := fs.String("host", "", "host to configure (claude-code)")
+	write := fs.Bool("write", false, "merge the hooks into the project's settings file instead of printing them")
+	project := fs.String("project", ".", "project directory (for --write)")
+	settings := fs.String("settings", "", "settings file to write (default <project>/.claude/settings.json)")
+	command := fs.String("command", "switchboard", "command that runs switchboard in the hooks")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "Usage: switchboard hook install --host claude-code [--write] [flags]\n\n"+
+			"Prints the Claude Code hooks configuration, or with --write merges it into\n"+
+			"<project>/.claude/settings.json (other settings and hooks are kept; hooks\n"+
+			"installed before by switchboard are replaced).\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return ExitOK
+		}
+		return ExitUsage
+	}
+	if *host == "" || fs.NArg() > 0 {
+		fs.Usage()
+		return ExitUsage
+	}
+	if !*write {
+		cfg, err := hook.Config(*host, *command)
+		if err != nil {
+			fmt.Fprintf(s.Err, "switchboard hook install: %v\n", err)
+			return ExitUsage
+		}
+		s.Out.Write(cfg)
+		return ExitOK
+	}
+	path := *settings
+	if path == "" {
+		path = filepath.Join(*project, ".claude", "settings.json")
+	}
+	if err := hook.WriteSettings(path, *host, *command); err != nil {
+		fmt.Fprintf(s.Err, "switchboard hook install: %v\n", err)
+		if errors.Is(err, hook.ErrUnknownHost) {
+			return ExitUsage
+		}
+		return ExitFailure
+	}
+	fmt.Fprintf(s.Out, "wrote the %s hooks to %s\n", *host, path)
+	return ExitOK
+}

@@ -57,7 +57,10 @@ type Options struct {
 	// MaxBody bounds request bodies [1 MiB].
 	MaxBody int64
 	// NoSync turns off fsync (benchmarks of the non-durable path only).
-	NoSync  bool
+	NoSync bool
+	// Sync is the embedded store's durability: "full" (default) or
+	// "normal" (see sqlite.Options.Sync).
+	Sync    string
 	Relay   core.Config
 	Version string
 	Logger  *slog.Logger
@@ -239,7 +242,7 @@ func openStore(ctx context.Context, opt Options) (core.Store, error) {
 		if dir == "" {
 			dir = opt.DataDir
 		}
-		return sqlite.Open(ctx, dir, sqlite.Options{NoSync: opt.NoSync})
+		return sqlite.Open(ctx, dir, sqlite.Options{NoSync: opt.NoSync, Sync: opt.Sync})
 	case strings.HasPrefix(opt.StoreURL, "postgres://") || strings.HasPrefix(opt.StoreURL, "postgresql://"):
 		return postgres.Open(ctx, opt.StoreURL, postgres.Options{})
 	}

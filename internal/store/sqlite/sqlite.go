@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,6 +31,12 @@ const maxBatch = 512
 type Options struct {
 	// Readers is the number of read connections (default 4).
 	Readers int
+	// Sync is SQLite's synchronous setting: "full" (default: every commit
+	// is fsynced before it returns, surviving power loss), or "normal"
+	// (WAL commits reach the OS at once and the disk at checkpoints: they
+	// survive a crash of the process, kill -9 included, but not of the
+	// machine).
+	Sync string
 	// NoSync turns off fsync on commit (tests and benchmarks only: a crash
 	// can lose the last commits).
 	NoSync bool
@@ -151,6 +158,13 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	}
 	path := filepath.Join(dir, "switchboard.db")
 	sync := "FULL"
+	switch strings.ToLower(o.Sync) {
+	case "", "full":
+	case "normal":
+		sync = "NORMAL"
+	default:
+		return nil, fmt.Errorf("sqlite: sync %q: want full or normal", o.Sync)
+	}
 	if o.NoSync {
 		sync = "OFF"
 	}

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-hub/switchboard/internal/hub"
+	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
+	"github.com/switchboard-hub/switchboard/internal/proctest"
+	"github.com/switchboard-hub/switchboard/internal/ssrf"
+)
+
+// run runs the CLI in-process and returns its exit code and output.
+func run(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := runMain(context.Background(), args, stdio{in: strings.NewReader(stdin), out: &out, err: &errb})
+	return code, out.String(), errb.String()
+}
+
+func TestCLIAgainstHub(t *testing.T) {
+	h, base := hubtest.Start(t, hub.Options{Callbacks: ssrf.Policy{AllowLoopback: true}})
+	t.Setenv("SWITCHBOARD_HUB", base)
+	t.Setenv("SWITCHBOARD_TOKEN", h.AdminToken)
+	worker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var env map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&env)
+		if env["type"] == "refuse" {
+			_, _ = w.Write([]byte(`{"status":"rejected","code":415}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"status":"accepted","result":{"ok":true}}`))
+	}))
+	defer worker.Close()
+	for _, reg := range []string{
+		`{"agent_id":"worker","callback_url":"` + worker.URL + `","capabilities":["text.reverse"]}`,
+		`{"agent_id":"planner","capabilities":["plan"]}`,
+	} {
+		req, _ := http.NewRequest("POST", base+"/atp/register", strings.NewReader(reg))
+		req.Header.Set("Authorization", "Bearer "+h.AdminToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("register: %v %v", resp, err)
+		}
+		resp.Body.Close()
+	}
+
+	cases := []struct {
+		name     string
+		args     []string
+		stdin    string
+		code     int
+		contains string
+	}{
+		{"version", []string{"version"}, "", exitOK, "switchboard "},
+		{"no command", nil, "", exitUsage, "Usage: switchboard"},
+		{"unknown command", []string{"frobnicate"}, "", exitUsage, ""},
+		{"help for send", []string{"help", "send"}, "", exitOK, ""},
+		{"agents by capability", []string{"agents", "--capability", "text.reverse"}, "", exitOK, "worker"},
+		{"agents json", []string{"agents", "--json"}, "", exitOK, `"planner"`},
+		{"send and wait", []string{"send", "--from", "planner", "--to", "worker", "--text", "hi", "--id", "c1", "--wait", "10s"}, "", exitOK, "c1 delivered"},
+		{"send duplicate", []string{"send", "--from", "planner", "--to", "worker", "--text", "hi", "--id", "c1"}, "", exitOK, "(duplicate)"},
+		{"send payload from stdin", []string{"send", "--from", "planner", "--to", "worker", "--payload", "-", "--wait", "10s"}, `{"n":1}`, exitOK, "delivered"},
+		{"send rejected", []string{"send", "--from", "planner", "--to", "worker", "--type", "refuse", "--wait", "10s"}, "", exitFailure, "rejected"},
+		{"send unknown receiver", []string{"send", "--from", "planner", "--to", "ghost", "--text", "x"}, "", exitNotFound, ""},
+		{"send missing flags", []string{"send", "--text", "x"}, "", exitUsage, ""},
+		{"send bad payload", []string{"send", "--from", "a", "--to", "b", "--payload", "[1]"}, "", exitUsage, ""},
+		{"receipts", []string{"receipts", "c1"}, "", exitOK, "delivered"},
+		{"receipts unknown", []string{"receipts", "nope"}, "", exitNotFound, ""},
+		{"dlq list", []string{"dlq", "list"}, "", exitOK, "rejected"},
+		{"dlq bad subcommand", []string{"dlq", "purge"}, "", exitUsage, ""},
+		{"dlq replay unknown", []string{"dlq", "replay", "nope"}, "", exitNotFound, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, out, errOut := run(t, c.stdin, c.args...)
+			if code != c.code || !strings.Contains(out+errOut, c.contains) {
+				t.Fatalf("exit %d (want %d)\nstdout: %s\nstderr: %s", code, c.code, out, errOut)
+			}
+		})
+	}
+	// Replaying the rejected dead letter re-queues it.
+	_, out, _ := run(t, "", "dlq", "list", "--json")
+	var list []map[string]any
+	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) != 1 {
+		t.Fatalf("dlq list --json: %v %s", err, out)
+	}
+	id := list[0]["message_id"].(string)
+	if code, out, _ := run(t, "", "dlq", "replay", id); code != exitOK || !strings.Contains(out, "queued") {
+		t.Fatalf("replay: %d %s", code, out)
+	}
+	// tail sees the flow.
+	done := make(chan string, 1)
+	go func() {
+		_, out, _ := run(t, "", "tail", "-n", "2", "--agent", "worker")
+		done <- out
+	}()
+	time.Sleep(300 * time.Millisecond)
+	run(t, "", "send", "--from", "planner", "--to", "worker", "--text", "tailed", "--id", "tail-1")
+	select {
+	case out := <-done:
+		if !strings.Contains(out, "accepted") || !strings.Contains(out, "tail-1") {
+			t.Fatalf("tail: %s", out)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("tail saw nothing")
+	}
+}
+
+func TestCLIHubUnreachable(t *testing.T) {
+	t.Setenv("SWITCHBOARD_HUB", "http://"+proctest.FreeAddr(t))
+	if code, _, _ := run(t, "", "agents"); code != exitUnavail {
+		t.Fatalf("exit %d, want %d", code, exitUnavail)
+	}
+}
+
+func TestServeRefusesDevOffLoopback(t *testing.T) {
+	code, _, errOut := run(t, "", "serve", "--dev", "--addr", "0.0.0.0:0", "--data", filepath.Join(t.TempDir(), "d"))
+	if code != exitUsage || !strings.Contains(errOut, "loopback") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}

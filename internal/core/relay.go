@@ -123,6 +123,58 @@ type Relay struct {
 
 	agentsMu sync.Mutex
 	agents   map[string]cachedAgent
+
+	depthMu sync.Mutex
+	depths  map[string]cachedDepth
+}
+
+type cachedDepth struct {
+	n  int
+	at time.Time
+}
+
+// queueLimit is the maxQueue to enforce exactly in the store for a send to
+// receiver. Counting a receiver's queue costs a read per send, so while a
+// recently counted depth (within the last 100ms, plus this instance's sends
+// since) is far below the limit (more than 1024 under 90% of it) the exact
+// check is skipped; near the limit every send checks.
+func (r *Relay) queueLimit(ctx context.Context, receiver string) int {
+	max := r.cfg.MaxQueue
+	if max <= 0 {
+		return 0
+	}
+	now := time.Now()
+	r.depthMu.Lock()
+	c, ok := r.depths[receiver]
+	r.depthMu.Unlock()
+	if !ok || now.Sub(c.at) > 100*time.Millisecond {
+		n, err := r.store.QueueDepth(ctx, receiver)
+		if err != nil {
+			return max
+		}
+		c = cachedDepth{n: n, at: now}
+		r.depthMu.Lock()
+		if len(r.depths) > 100000 {
+			clear(r.depths)
+		}
+		r.depths[receiver] = c
+		r.depthMu.Unlock()
+	}
+	if (c.n+1024)*10 < max*9 { // far from the limit, even with many concurrent sends
+		return 0
+	}
+	return max
+}
+
+// queued counts a send into the cached depth of its receiver, so that the
+// estimate rises between counts.
+func (r *Relay) queued(receiver string) {
+	r.depthMu.Lock()
+	if c, ok := r.depths[receiver]; ok {
+		c.n++
+		r.depths[receiver] = c
+	}
+	r.depthMu.Unlock()
 }
 
 // agentCacheTTL bounds how stale a cached agent may be. Registration
@@ -185,6 +237,7 @@ func NewRelay(store Store, clock Clock, cfg Config, log *slog.Logger) *Relay {
 		dueCh:      make(chan struct{}),
 		waiters:    map[string][]chan struct{}{},
 		agents:     map[string]cachedAgent{},
+		depths:     map[string]cachedDepth{},
 	}
 }
 
@@ -370,7 +423,7 @@ func (r *Relay) Send(ctx context.Context, m *Message) (SendResult, error) {
 	} else {
 		rc.History = []ReceiptEvent{{At: now, Status: StatusQueued, Detail: "accepted"}}
 	}
-	res, err := r.store.Accept(ctx, m, &rc, r.cfg.MaxQueue)
+	res, err := r.store.Accept(ctx, m, &rc, r.queueLimit(ctx, m.Receiver))
 	if err != nil {
 		return SendResult{}, err
 	}
@@ -380,6 +433,7 @@ func (r *Relay) Send(ctx context.Context, m *Message) (SendResult, error) {
 	r.events.Publish(Event{Type: EventAccepted, At: now, MessageID: m.ID, Sender: m.Sender, Receiver: m.Receiver,
 		Status: rc.Status, Protocol: m.Protocol, ConversationID: m.ConversationID, CorrelationID: m.CorrelationID, MessageType: m.Type})
 	if rc.Status == StatusQueued {
+		r.queued(m.Receiver)
 		r.Wake()
 	} else {
 		r.notify(m.ID)

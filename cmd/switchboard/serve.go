@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/switchboard-hub/switchboard/internal/hub"
+	"github.com/switchboard-hub/switchboard/internal/tracing"
 )
 
 func init() { register("serve", "run the hub", runServe) }
@@ -30,10 +31,14 @@ func runServe(ctx context.Context, args []string, s stdio) int {
 	fs.Int64Var(&o.MaxBody, "max-body", 1<<20, "largest request body in bytes")
 	fs.DurationVar(&o.Relay.DefaultTTL, "default-ttl", time.Minute, "TTL of messages that give none")
 	fs.DurationVar(&o.Relay.Retention, "retention", 24*time.Hour, "how long receipts of finished messages are kept")
+	fs.DurationVar(&o.Relay.DeliverTimout, "deliver-timeout", 10*time.Second, "how long one delivery attempt may take before it counts as failed and is retried")
 	fs.IntVar(&o.Relay.MaxQueue, "max-queue", 100000, "queued messages per receiver before sends are refused with 429 (-1: no limit)")
+	fs.DurationVar(&o.Relay.ClaimLease, "claim-lease", 30*time.Second, "how long an instance owns the delivery lanes it claimed; another instance takes over a crashed one's lanes after it")
+	fs.StringVar(&o.Sync, "sync", "full", "embedded store durability: full (fsync every commit: survives power loss) or normal (survives kill -9 of the hub, not a machine crash; faster)")
 	fs.BoolVar(&o.NoSync, "no-sync", false, "do not fsync the embedded store (benchmarks only: a crash can lose accepted messages)")
 	fs.BoolVar(&o.Callbacks.AllowLoopback, "allow-loopback-callbacks", false, "let the hub call loopback addresses (on by default with --dev)")
 	fs.BoolVar(&o.Callbacks.AllowPrivate, "allow-private-callbacks", false, "let the hub call private-range addresses (on by default with --dev)")
+	fs.BoolVar(&o.MetricsPublic, "metrics-public", false, "serve /metrics without the admin token (for a scraper on a trusted network)")
 	fs.Float64Var(&o.RateLimit, "rate-limit", 0, "requests per second per agent credential or anonymous address (0: 1000 with auth on, none with --dev; -1: none)")
 	fs.IntVar(&o.RateBurst, "rate-burst", 0, "rate limit burst (default: the rate)")
 	fs.StringVar(&o.TLSCert, "tls-cert", "", "TLS certificate file (with --tls-key: serve HTTPS)")
@@ -58,6 +63,19 @@ func runServe(ctx context.Context, args []string, s stdio) int {
 	}
 	log := slog.New(slog.NewJSONHandler(s.err, &slog.HandlerOptions{Level: lvl}))
 	o.Logger, o.Version = log, version
+	stopTracing, err := tracing.Setup(ctx, "switchboard", version)
+	if err != nil {
+		fmt.Fprintf(s.err, "serve: %v\n", err)
+		return exitFailure
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = stopTracing(sctx)
+	}()
+	if tracing.Enabled() {
+		log.Info("tracing on: exporting spans over OTLP/HTTP")
+	}
 	h, err := hub.New(ctx, o)
 	if err != nil {
 		fmt.Fprintf(s.err, "serve: %v\n", err)

@@ -1,0 +1,375 @@
+// Command bench-charts measures a relay at several sender concurrencies
+// with `switchboard bench --json` and draws the results as SVG charts
+// (throughput, and send / end-to-end latency percentiles, against
+// concurrency) into docs/bench/.
+//
+//	go run ./scripts/bench-charts                  # builds the binary, starts a fresh hub per level
+//	go run ./scripts/bench-charts -hub URL -token T  # measures a running relay instead
+//
+// With no -hub it builds ./cmd/switchboard, and for each concurrency level
+// starts `switchboard serve` with auth on and an empty data directory (so
+// no level inherits the previous one's data), runs the benchmark against it
+// and stops it. It writes docs/bench/results.json, throughput.svg and
+// latency.svg, and prints a Markdown table for BENCHMARKS.md.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/switchboard-hub/switchboard/internal/bench"
+)
+
+// Run is one measured concurrency level.
+type Run struct {
+	Senders int          `json:"senders"`
+	Result  bench.Result `json:"result"`
+}
+
+// Report is docs/bench/results.json.
+type Report struct {
+	Date     time.Time `json:"date"`
+	Target   string    `json:"target"`
+	Duration string    `json:"duration_per_level"`
+	Payload  int       `json:"payload_bytes"`
+	GoVer    string    `json:"go_version"`
+	CPUs     int       `json:"cpus"`
+	LoadAvg  string    `json:"load_average_before"`
+	Runs     []Run     `json:"runs"`
+}
+
+func main() {
+	var (
+		hub      = flag.String("hub", "", "relay base URL to measure (default: start a fresh local hub per level)")
+		token    = flag.String("token", "", "bearer token for -hub")
+		levels   = flag.String("senders", "1,8,16,32,64,128", "comma-separated sender concurrencies")
+		duration = flag.Duration("duration", 5*time.Second, "how long each level sends")
+		payload  = flag.Int("payload", 64, "payload text size in bytes")
+		out      = flag.String("out", "docs/bench", "output directory")
+		bin      = flag.String("bin", "", "switchboard binary (default: build ./cmd/switchboard)")
+		redraw   = flag.Bool("redraw", false, "only redraw the charts from OUT/results.json (no measuring)")
+	)
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if *redraw {
+		if err := redrawCharts(*out); err != nil {
+			fmt.Fprintln(os.Stderr, "bench-charts:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := run(ctx, *hub, *token, *levels, *duration, *payload, *out, *bin); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-charts:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, hubURL, token, levels string, d time.Duration, payload int, out, bin string) error {
+	var senders []int
+	for _, f := range strings.Split(levels, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return fmt.Errorf("-senders: %q is not a positive integer", f)
+		}
+		senders = append(senders, n)
+	}
+	tmp, err := os.MkdirTemp("", "bench-charts-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if bin == "" {
+		bin = filepath.Join(tmp, "switchboard")
+		fmt.Fprintln(os.Stderr, "building ./cmd/switchboard …")
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/switchboard")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("build: %w", err)
+		}
+	}
+	load, _ := os.ReadFile("/proc/loadavg")
+	rep := Report{Date: time.Now().UTC(), Target: hubURL, Duration: d.String(), Payload: payload, GoVer: runtime.Version(),
+		CPUs: runtime.NumCPU(), LoadAvg: strings.TrimSpace(string(load))}
+	if hubURL == "" {
+		rep.Target = "fresh local `switchboard serve` per level (auth on, embedded SQLite, fsync on)"
+	}
+	for _, n := range senders {
+		target, tok, stopHub := hubURL, token, func() {}
+		if hubURL == "" {
+			target, tok, stopHub, err = startHub(ctx, bin, filepath.Join(tmp, fmt.Sprintf("data-%d", n)))
+			if err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(os.Stderr, "senders %3d: ", n)
+		res, err := benchOnce(ctx, bin, target, tok, n, d, payload)
+		stopHub()
+		if err != nil {
+			return fmt.Errorf("senders %d: %w", n, err)
+		}
+		fmt.Fprintf(os.Stderr, "%.0f accepted/s, send p50 %.2fms p99 %.2fms\n", res.AcceptedPerSec, ms(res.SendP50), ms(res.SendP99))
+		rep.Runs = append(rep.Runs, Run{Senders: n, Result: res})
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	b, _ := json.MarshalIndent(rep, "", "  ")
+	if err := os.WriteFile(filepath.Join(out, "results.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return writeCharts(out, rep)
+}
+
+// redrawCharts redraws the charts and the table from out/results.json.
+func redrawCharts(out string) error {
+	b, err := os.ReadFile(filepath.Join(out, "results.json"))
+	if err != nil {
+		return err
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return fmt.Errorf("results.json: %w", err)
+	}
+	return writeCharts(out, rep)
+}
+
+func writeCharts(out string, rep Report) error {
+	if err := os.WriteFile(filepath.Join(out, "throughput.svg"), throughputChart(rep), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(out, "latency.svg"), latencyChart(rep), 0o644); err != nil {
+		return err
+	}
+	fmt.Print(markdownTable(rep))
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+// startHub starts `switchboard serve` on a free loopback port with auth on
+// and returns its URL, admin token and a stop function.
+func startHub(ctx context.Context, bin, data string) (string, string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", "", nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	const token = "sba_bench-charts-admin-token"
+	cmd := exec.CommandContext(ctx, bin, "serve", "--addr", addr, "--data", data, "--admin-token", token,
+		"--allow-loopback-callbacks", "--log-level", "warn")
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		return "", "", nil, err
+	}
+	stop := func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+	base := "http://" + addr
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		res, err := http.Get(base + "/readyz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return base, token, stop, nil
+			}
+		}
+	}
+	stop()
+	return "", "", nil, fmt.Errorf("hub did not become ready: %s", logs.String())
+}
+
+func benchOnce(ctx context.Context, bin, hubURL, token string, senders int, d time.Duration, payload int) (bench.Result, error) {
+	args := []string{"bench", "--hub", hubURL, "--senders", strconv.Itoa(senders), "--duration", d.String(),
+		"--payload", strconv.Itoa(payload), "--json", "--quiet"}
+	if token != "" {
+		args = append(args, "--token", token)
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return bench.Result{}, fmt.Errorf("switchboard bench: %w: %s", err, stderr.String())
+	}
+	var res bench.Result
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		return bench.Result{}, fmt.Errorf("switchboard bench --json output: %w", err)
+	}
+	if res.Accepted == 0 {
+		return res, errors.New("nothing was accepted")
+	}
+	return res, nil
+}
+
+func markdownTable(rep Report) string {
+	var b strings.Builder
+	b.WriteString("| senders | accepted/s | delivered/s | send p50 | send p90 | send p99 | end-to-end p50 | end-to-end p99 | errors |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range rep.Runs {
+		x := r.Result
+		fmt.Fprintf(&b, "| %d | %.0f | %.0f | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %d |\n", r.Senders, x.AcceptedPerSec,
+			x.DeliveredPerSec, ms(x.SendP50), ms(x.SendP90), ms(x.SendP99), ms(x.E2EP50), ms(x.E2EP99), x.Errors)
+	}
+	return b.String()
+}
+
+// ---- SVG ----
+
+// series is one line of a chart.
+type series struct {
+	name   string
+	color  string
+	dashed bool
+	values []float64
+}
+
+func throughputChart(rep Report) []byte {
+	var acc, del []float64
+	for _, r := range rep.Runs {
+		acc = append(acc, r.Result.AcceptedPerSec)
+		del = append(del, r.Result.DeliveredPerSec)
+	}
+	return chart("Throughput against concurrency", "messages / second", rep, []series{
+		{name: "accepted/s (durable)", color: "#2f5bea", values: acc},
+		{name: "delivered/s (acknowledged by the receiver)", color: "#1f9d55", dashed: true, values: del},
+	})
+}
+
+func latencyChart(rep Report) []byte {
+	var s50, s99, e50, e99 []float64
+	for _, r := range rep.Runs {
+		s50 = append(s50, ms(r.Result.SendP50))
+		s99 = append(s99, ms(r.Result.SendP99))
+		e50 = append(e50, ms(r.Result.E2EP50))
+		e99 = append(e99, ms(r.Result.E2EP99))
+	}
+	return chart("Latency against concurrency", "milliseconds", rep, []series{
+		{name: "send p50 (until durable)", color: "#2f5bea", values: s50},
+		{name: "send p99", color: "#d0342c", values: s99},
+		{name: "end-to-end p50 (send → receiver)", color: "#2f5bea", dashed: true, values: e50},
+		{name: "end-to-end p99", color: "#d0342c", dashed: true, values: e99},
+	})
+}
+
+// niceMax rounds v up to 1, 2 or 5 times a power of ten and returns it
+// with the tick step.
+func niceMax(v float64) (max, step float64) {
+	if v <= 0 {
+		return 1, 0.2
+	}
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 2, 2.5, 5, 10} {
+		if m*p >= v {
+			max = m * p
+			break
+		}
+	}
+	step = max / 5
+	return max, step
+}
+
+func esc(s string) string {
+	r := strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;")
+	return r.Replace(s)
+}
+
+func fmtTick(v float64) string {
+	switch {
+	case v == math.Trunc(v):
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(v, 'g', 3, 64)
+}
+
+// chart draws lines over categorical x positions (the sender counts,
+// evenly spaced: they double from level to level).
+func chart(title, yLabel string, rep Report, ss []series) []byte {
+	const W, H = 760, 400
+	const left, right, top, bottom = 80, 24, 56, 110
+	pw, ph := float64(W-left-right), float64(H-top-bottom)
+	var vmax float64
+	for _, s := range ss {
+		for _, v := range s.values {
+			vmax = math.Max(vmax, v)
+		}
+	}
+	ymax, step := niceMax(vmax * 1.05)
+	n := len(rep.Runs)
+	x := func(i int) float64 {
+		if n == 1 {
+			return left + pw/2
+		}
+		return left + float64(i)*pw/float64(n-1)
+	}
+	y := func(v float64) float64 { return top + ph - v/ymax*ph }
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="system-ui, -apple-system, Segoe UI, Roboto, sans-serif" font-size="12">`+"\n", W, H, W, H)
+	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="#ffffff"/>`+"\n", W, H)
+	fmt.Fprintf(&b, `<text x="%d" y="28" font-size="16" font-weight="600" fill="#1d2330">%s</text>`+"\n", left, esc(title))
+	fmt.Fprintf(&b, `<text x="%d" y="46" fill="#6b7385">%s · %s per level · %d CPUs · %s</text>`+"\n", left,
+		esc(rep.Date.Format("2006-01-02")), esc(rep.Duration), rep.CPUs, esc(rep.GoVer))
+	for v := 0.0; v <= ymax+step/2; v += step {
+		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#e2e5ea"/>`+"\n", left, W-right, y(v), y(v))
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end" fill="#6b7385">%s</text>`+"\n", left-8, y(v)+4, fmtTick(v))
+	}
+	fmt.Fprintf(&b, `<text transform="translate(20 %.1f) rotate(-90)" text-anchor="middle" fill="#1d2330">%s</text>`+"\n", top+ph/2, esc(yLabel))
+	for i, r := range rep.Runs {
+		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#9aa1b1"/>`+"\n", x(i), x(i), top+ph, top+ph+5)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#1d2330">%d</text>`+"\n", x(i), top+ph+20, r.Senders)
+	}
+	fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#9aa1b1"/>`+"\n", left, W-right, top+ph, top+ph)
+	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#1d2330">concurrent senders</text>`+"\n", left+pw/2, top+ph+40)
+	for _, s := range ss {
+		var pts []string
+		for i, v := range s.values {
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(i), y(v)))
+		}
+		dash := ""
+		if s.dashed {
+			dash = ` stroke-dasharray="6 4"`
+		}
+		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"%s/>`+"\n", strings.Join(pts, " "), s.color, dash)
+		for i, v := range s.values {
+			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"><title>%s at %d senders: %s</title></circle>`+"\n",
+				x(i), y(v), s.color, esc(s.name), rep.Runs[i].Senders, strconv.FormatFloat(v, 'f', 2, 64))
+		}
+	}
+	ly := float64(top) + ph + 62
+	for i, s := range ss {
+		lx := float64(left) + float64(i%2)*330
+		yy := ly + float64(i/2)*20
+		dash := ""
+		if s.dashed {
+			dash = ` stroke-dasharray="6 4"`
+		}
+		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s" stroke-width="2"%s/>`+"\n", lx, lx+28, yy-4, yy-4, s.color, dash)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" fill="#1d2330">%s</text>`+"\n", lx+36, yy, esc(s.name))
+	}
+	b.WriteString("</svg>\n")
+	return b.Bytes()
+}

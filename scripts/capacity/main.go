@@ -100,7 +100,7 @@ func seed(dir string, agents, messages int) {
 				m := &core.Message{ID: fmt.Sprintf("m-%07d", i), Sender: fmt.Sprintf("agent-%06d", i%int64(agents)),
 					Receiver: fmt.Sprintf("agent-%06d", (i*7919)%int64(agents)), Type: "task.request",
 					Parts: []core.Part{{Kind: core.PartText, Text: "capacity check message " + strconv.FormatInt(i, 10)}},
-					TTL: 24 * time.Hour, ReceivedAt: now, ExpiresAt: now.Add(24 * time.Hour)}
+					TTL:   24 * time.Hour, ReceivedAt: now, ExpiresAt: now.Add(24 * time.Hour)}
 				rc := &core.Receipt{MessageID: m.ID, Sender: m.Sender, Receiver: m.Receiver, Status: core.StatusQueued,
 					CreatedAt: now, UpdatedAt: now, ExpiresAt: m.ExpiresAt}
 				if _, err := st.Accept(ctx, m, rc, 0); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/switchboard-hub/switchboard/internal/bench"
@@ -24,6 +25,7 @@ func runBench(ctx context.Context, args []string, s stdio) int {
 	fs.IntVar(&c.Payload, "payload", 64, "payload text size in bytes")
 	fs.DurationVar(&c.TTL, "ttl", time.Minute, "message TTL")
 	fs.DurationVar(&c.Drain, "drain", 30*time.Second, "how long to wait for outstanding deliveries")
+	hubs := fs.String("hubs", "", "comma-separated base URLs of several hub instances sharing one store: senders are spread round-robin across them, the receiver registers on the first (overrides --hub)")
 	quiet := fs.Bool("quiet", false, "no progress bar")
 	fs.Usage = func() {
 		fmt.Fprintln(s.err, `Usage: switchboard bench [flags]
@@ -31,6 +33,8 @@ func runBench(ctx context.Context, args []string, s stdio) int {
 Registers a receiver with a local callback, runs --senders concurrent senders
 against --hub's /atp/send for --duration, waits for the deliveries, and prints
 accepted and delivered throughput and send / end-to-end latency percentiles.
+With --hubs URL,URL,... the senders are spread over several instances of one
+hub (for example on one PostgreSQL database) to measure scale-out.
 Works against any ATP-compatible relay. Use --json for machine-readable output.
 
 Flags:`)
@@ -40,6 +44,15 @@ Flags:`)
 		return flagExit(err)
 	}
 	c.Hub = h.hub
+	if *hubs != "" {
+		for _, u := range strings.Split(*hubs, ",") {
+			if u = strings.TrimSpace(u); u == "" {
+				fmt.Fprintln(s.err, "bench: --hubs has an empty URL")
+				return exitUsage
+			}
+			c.Hubs = append(c.Hubs, u)
+		}
+	}
 	c.Token = h.client().Token()
 	if !*quiet && !h.json {
 		c.Progress = func(line string) { fmt.Fprintf(s.err, "\r%s", line) }

@@ -23,7 +23,11 @@ import (
 
 // Config is one benchmark run.
 type Config struct {
-	Hub      string        // relay base URL
+	Hub string // relay base URL
+	// Hubs, when set, are several instances of one relay (sharing a
+	// store): sender i posts to Hubs[i%len(Hubs)] and the receiver
+	// registers on Hubs[0]. Hub is then ignored.
+	Hubs     []string
 	Token    string        // bearer token (admin token on an auth-on hub)
 	Senders  int           // concurrent senders [64]
 	Duration time.Duration // how long senders send [10s]
@@ -38,6 +42,7 @@ type Config struct {
 // Result is what a run measured.
 type Result struct {
 	Senders        int           `json:"senders"`
+	Hubs           []string      `json:"hubs"`
 	Duration       time.Duration `json:"duration_ns"`
 	Sent           int64         `json:"sent"`
 	Accepted       int64         `json:"accepted"`
@@ -59,9 +64,9 @@ type Result struct {
 // String formats a result for people.
 func (r Result) String() string {
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/1e6) }
-	return fmt.Sprintf("senders %d, %v: sent %d, accepted %d (%.0f/s), delivered %d (%.0f/s), errors %d, duplicate deliveries %d\n"+
+	return fmt.Sprintf("senders %d on %d hub(s), %v: sent %d, accepted %d (%.0f/s), delivered %d (%.0f/s), errors %d, duplicate deliveries %d\n"+
 		"send latency p50 %s p90 %s p99 %s max %s; end-to-end p50 %s p99 %s",
-		r.Senders, r.Duration.Round(time.Millisecond), r.Sent, r.Accepted, r.AcceptedPerSec, r.Delivered, r.DeliveredPerSec,
+		r.Senders, len(r.Hubs), r.Duration.Round(time.Millisecond), r.Sent, r.Accepted, r.AcceptedPerSec, r.Delivered, r.DeliveredPerSec,
 		r.Errors, r.Duplicates, ms(r.SendP50), ms(r.SendP90), ms(r.SendP99), ms(r.SendMax), ms(r.E2EP50), ms(r.E2EP99))
 }
 
@@ -114,7 +119,17 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	if c.Drain <= 0 {
 		c.Drain = 30 * time.Second
 	}
-	hub := strings.TrimRight(c.Hub, "/")
+	hubs := append([]string(nil), c.Hubs...)
+	if len(hubs) == 0 {
+		hubs = []string{c.Hub}
+	}
+	for i, h := range hubs {
+		h = strings.TrimRight(strings.TrimSpace(h), "/")
+		if h == "" {
+			return Result{}, fmt.Errorf("hub %d: empty URL", i+1)
+		}
+		hubs[i] = h
+	}
 	rv := &receiver{sentAt: map[string]time.Time{}, got: map[string]bool{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -124,12 +139,12 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 
-	tr := &http.Transport{MaxIdleConns: c.Senders * 2, MaxIdleConnsPerHost: c.Senders * 2, IdleConnTimeout: time.Minute}
+	tr := &http.Transport{MaxIdleConns: c.Senders * 2 * len(hubs), MaxIdleConnsPerHost: c.Senders * 2, IdleConnTimeout: time.Minute}
 	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
 	defer tr.CloseIdleConnections()
 	run := fmt.Sprintf("%x", time.Now().UnixNano())
 	recvID := "bench-recv-" + run
-	post := func(ctx context.Context, path string, body any) (int, []byte, error) {
+	post := func(ctx context.Context, hub, path string, body any) (int, []byte, error) {
 		b, _ := json.Marshal(body)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, hub+path, bytes.NewReader(b))
 		req.Header.Set("Content-Type", "application/json")
@@ -144,7 +159,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		out, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, out, nil
 	}
-	code, body, err := post(ctx, "/atp/register", map[string]any{"agent_id": recvID, "callback_url": "http://" + ln.Addr().String() + "/atp/inbox",
+	code, body, err := post(ctx, hubs[0], "/atp/register", map[string]any{"agent_id": recvID, "callback_url": "http://" + ln.Addr().String() + "/atp/inbox",
 		"capabilities": []string{"bench"}, "lease_seconds": 3600})
 	if err != nil || code != http.StatusOK {
 		return Result{}, fmt.Errorf("register receiver: %d %s %v", code, body, err)
@@ -165,6 +180,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		go func(s int) {
 			defer wg.Done()
 			sender := fmt.Sprintf("bench-send-%s-%d", run, s)
+			hub := hubs[s%len(hubs)]
 			for i := 0; ; i++ {
 				if time.Now().After(deadline) || ctx.Err() != nil {
 					return
@@ -179,7 +195,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 				rv.mu.Lock()
 				rv.sentAt[id] = t0
 				rv.mu.Unlock()
-				code, _, err := post(ctx, "/atp/send", map[string]any{"atp_version": "1.0", "message_id": id, "sender": sender,
+				code, _, err := post(ctx, hub, "/atp/send", map[string]any{"atp_version": "1.0", "message_id": id, "sender": sender,
 					"receiver": recvID, "type": "bench", "timestamp": float64(t0.UnixMicro()) / 1e6, "ttl_ms": c.TTL.Milliseconds(),
 					"payload": map[string]any{"text": text}})
 				d := time.Since(t0)
@@ -212,7 +228,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	last := rv.last
 	rv.mu.Unlock()
 	sort.Slice(e2e, func(i, j int) bool { return e2e[i] < e2e[j] })
-	res := Result{Senders: c.Senders, Duration: sendEnd.Sub(start), Sent: sent.Load(), Accepted: accepted.Load(), Errors: errs.Load(),
+	res := Result{Senders: c.Senders, Hubs: hubs, Duration: sendEnd.Sub(start), Sent: sent.Load(), Accepted: accepted.Load(), Errors: errs.Load(),
 		Delivered: rv.received.Load(), Duplicates: rv.dups.Load(),
 		SendP50: pct(all, 50), SendP90: pct(all, 90), SendP99: pct(all, 99), SendMax: pct(all, 100),
 		E2EP50: pct(e2e, 50), E2EP99: pct(e2e, 99)}

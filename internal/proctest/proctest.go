@@ -55,10 +55,10 @@ func RepoRoot() string {
 
 // Proc is a started child process.
 type Proc struct {
-	Cmd *exec.Cmd
-	Out *SafeBuffer
-	t   testing.TB
-	wg  sync.WaitGroup
+	Cmd  *exec.Cmd
+	Out  *SafeBuffer
+	t    testing.TB
+	done chan struct{} // closed once the process has been waited for
 }
 
 // SafeBuffer is a bytes.Buffer safe for concurrent writes and reads.
@@ -93,19 +93,21 @@ func Start(t testing.TB, dir string, env []string, name string, args ...string) 
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
-	p := &Proc{Cmd: cmd, Out: out, t: t}
-	p.wg.Add(1)
-	go func() { defer p.wg.Done(); _ = cmd.Wait() }()
+	p := &Proc{Cmd: cmd, Out: out, t: t, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() { p.Kill() })
 	return p
 }
 
 // Kill sends SIGKILL to the process (and its process group) and waits.
 func (p *Proc) Kill() {
-	if p.Cmd.Process != nil && p.Cmd.ProcessState == nil {
-		_ = syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-p.done:
+		return
+	default:
 	}
-	p.wg.Wait()
+	_ = syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
 }
 
 // Stop sends SIGTERM and waits up to 10s, then kills.
@@ -114,10 +116,8 @@ func (p *Proc) Stop() {
 		return
 	}
 	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { p.wg.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-p.done:
 	case <-time.After(10 * time.Second):
 		p.Kill()
 	}

@@ -221,38 +221,37 @@ func (s *Store) Results(ctx context.Context, correlationID string, limit int) ([
 	return ms, nil
 }
 
-// claimSQL claims due lanes in one statement (one transaction): it locks up
-// to $2 due, unclaimed lanes with FOR UPDATE SKIP LOCKED, so concurrent
+// Claiming takes several statements in one transaction. lockLanesSQL locks
+// up to $2 due, unclaimed lanes with FOR UPDATE SKIP LOCKED, so concurrent
 // claimers on any instance skip each other's lanes instead of waiting or
-// double-claiming; reads up to $3 queued messages of each; stamps the lanes
-// that have some with the owner and claim_until; and parks the lanes whose
-// messages are all leased to a puller.
-const claimSQL = `WITH due AS (
-	SELECT receiver, sender, next_at FROM lanes
+// double-claiming. The lanes' messages are read by a second statement:
+// under READ COMMITTED it takes a fresh snapshot, so it sees the outcomes
+// another instance committed while this one waited for the lane locks (read
+// in the same statement, messages delivered a moment ago could still look
+// queued and be delivered twice). Lanes with messages are stamped with the
+// owner and claim_until; lanes whose messages are all leased to a puller are
+// parked.
+const (
+	lockLanesSQL = `SELECT receiver, sender FROM lanes
 	WHERE pending > 0 AND NOT parked AND next_at <= $1 AND claim_until <= $1
 	ORDER BY next_at, receiver, sender
 	LIMIT $2
-	FOR UPDATE SKIP LOCKED
-), picked AS (
-	SELECT d.receiver, d.sender, d.next_at, m.seq, m.body, m.attempts, m.expires_at
-	FROM due d CROSS JOIN LATERAL (
+	FOR UPDATE SKIP LOCKED`
+	laneMessagesSQL = `SELECT l.receiver, l.sender, m.body, m.seq, m.attempts, m.expires_at
+	FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS l(receiver, sender, ord)
+	CROSS JOIN LATERAL (
 		SELECT seq, body, attempts, expires_at FROM messages
-		WHERE state = 0 AND receiver = d.receiver AND sender = d.sender AND claim_until <= $1
-		ORDER BY seq LIMIT $3
+		WHERE state = 0 AND receiver = l.receiver AND sender = l.sender AND claim_until <= $3
+		ORDER BY seq LIMIT $4
 	) m
-), claimed AS (
-	UPDATE lanes l SET claim_until = $4, owner = $5
-	FROM due d
-	WHERE l.receiver = d.receiver AND l.sender = d.sender
-		AND EXISTS (SELECT 1 FROM picked p WHERE p.receiver = d.receiver AND p.sender = d.sender)
-), parked AS (
-	UPDATE lanes l SET parked = true
-	FROM due d
-	WHERE l.receiver = d.receiver AND l.sender = d.sender
-		AND NOT EXISTS (SELECT 1 FROM picked p WHERE p.receiver = d.receiver AND p.sender = d.sender)
+	ORDER BY l.ord, m.seq`
+	stampLanesSQL = `UPDATE lanes l SET claim_until = $3, owner = $4
+	FROM unnest($1::text[], $2::text[]) AS u(receiver, sender)
+	WHERE l.receiver = u.receiver AND l.sender = u.sender`
+	parkLanesSQL = `UPDATE lanes l SET parked = true
+	FROM unnest($1::text[], $2::text[]) AS u(receiver, sender)
+	WHERE l.receiver = u.receiver AND l.sender = u.sender`
 )
-SELECT receiver, sender, body, seq, attempts, expires_at FROM picked
-ORDER BY next_at, receiver, sender, seq`
 
 // Claim implements core.Store.
 func (s *Store) Claim(ctx context.Context, now, claimUntil time.Time, owner string, maxLanes, perLane int) ([]core.LaneClaim, error) {
@@ -262,11 +261,30 @@ func (s *Store) Claim(ctx context.Context, now, claimUntil time.Time, owner stri
 	var out []core.LaneClaim
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		out = out[:0]
-		rows, err := tx.Query(ctx, claimSQL, now, maxLanes, perLane, claimUntil, owner)
+		rows, err := tx.Query(ctx, lockLanesSQL, now, maxLanes)
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
+		var recvs, sends []string
+		for rows.Next() {
+			var r, snd string
+			if err := rows.Scan(&r, &snd); err != nil {
+				rows.Close()
+				return err
+			}
+			recvs, sends = append(recvs, r), append(sends, snd)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(recvs) == 0 {
+			return nil
+		}
+		rows, err = tx.Query(ctx, laneMessagesSQL, recvs, sends, now, perLane)
+		if err != nil {
+			return err
+		}
 		for rows.Next() {
 			var l core.Lane
 			var body []byte
@@ -274,10 +292,12 @@ func (s *Store) Claim(ctx context.Context, now, claimUntil time.Time, owner stri
 			var attempts int
 			var exp time.Time
 			if err := rows.Scan(&l.Receiver, &l.Sender, &body, &seq, &attempts, &exp); err != nil {
+				rows.Close()
 				return err
 			}
 			m := new(core.Message)
 			if err := json.Unmarshal(body, m); err != nil {
+				rows.Close()
 				return fmt.Errorf("decode message: %w", err)
 			}
 			m.Seq, m.Attempts, m.ExpiresAt = seq, attempts, utc(exp)
@@ -286,7 +306,32 @@ func (s *Store) Claim(ctx context.Context, now, claimUntil time.Time, owner stri
 			}
 			out[len(out)-1].Messages = append(out[len(out)-1].Messages, m)
 		}
-		return rows.Err()
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		claimed := make(map[core.Lane]bool, len(out))
+		var cr, cs, pr, ps []string
+		for _, c := range out {
+			claimed[c.Lane] = true
+			cr, cs = append(cr, c.Lane.Receiver), append(cs, c.Lane.Sender)
+		}
+		for i := range recvs {
+			if !claimed[core.Lane{Receiver: recvs[i], Sender: sends[i]}] {
+				pr, ps = append(pr, recvs[i]), append(ps, sends[i])
+			}
+		}
+		if len(cr) > 0 {
+			if _, err := tx.Exec(ctx, stampLanesSQL, cr, cs, claimUntil, owner); err != nil {
+				return err
+			}
+		}
+		if len(pr) > 0 {
+			if _, err := tx.Exec(ctx, parkLanesSQL, pr, ps); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claim: %w", err)

@@ -20,6 +20,7 @@ func (s *Store) UpsertAgent(ctx context.Context, a *core.Agent) (bool, error) {
 	}
 	var created bool
 	err = s.write(ctx, func(tx *wtx) error {
+		created = false
 		var reg int64
 		err := tx.QueryRowContext(ctx, "SELECT registered_at FROM agents WHERE id = ?", a.ID).Scan(&reg)
 		switch {

@@ -45,6 +45,34 @@ func (s *Store) Accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 		if queued {
 			state = 0
 		}
+		duplicate := func() error {
+			rc, err := scanReceipt(tx.QueryRowContext(ctx, "SELECT "+receiptCols+" FROM messages WHERE id = ?", m.ID))
+			if err != nil {
+				return fmt.Errorf("sqlite: read receipt: %w", err)
+			}
+			if rc.Sender != m.Sender {
+				return fmt.Errorf("message %q: %w", m.ID, core.ErrIDConflict)
+			}
+			res = core.AcceptResult{Receipt: *rc, Duplicate: true}
+			return nil
+		}
+		if queued && maxQueue > 0 {
+			// Check before writing, so a refusal leaves nothing to undo.
+			var one int
+			switch err := tx.QueryRowContext(ctx, "SELECT 1 FROM messages WHERE id = ?", m.ID).Scan(&one); {
+			case err == nil:
+				return duplicate()
+			case !errors.Is(err, sql.ErrNoRows):
+				return fmt.Errorf("sqlite: check message id: %w", err)
+			}
+			var depth int
+			if err := tx.QueryRowContext(ctx, "SELECT COALESCE(SUM(pending), 0) FROM lanes WHERE receiver = ?", m.Receiver).Scan(&depth); err != nil {
+				return fmt.Errorf("sqlite: queue depth: %w", err)
+			}
+			if depth >= maxQueue {
+				return fmt.Errorf("receiver %q has %d queued: %w", m.Receiver, depth, core.ErrQueueFull)
+			}
+		}
 		hist := []byte("[]") // never "null": events are appended to it
 		if len(r.History) > 0 {
 			hist, _ = json.Marshal(r.History)
@@ -57,25 +85,7 @@ func (s *Store) Accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 			return fmt.Errorf("sqlite: insert message: %w", err)
 		}
 		if n, _ := out.RowsAffected(); n == 0 {
-			rc, err := scanReceipt(tx.QueryRowContext(ctx, "SELECT "+receiptCols+" FROM messages WHERE id = ?", m.ID))
-			if err != nil {
-				return fmt.Errorf("sqlite: read receipt: %w", err)
-			}
-			if rc.Sender != m.Sender {
-				return fmt.Errorf("message %q: %w", m.ID, core.ErrIDConflict)
-			}
-			res = core.AcceptResult{Receipt: *rc, Duplicate: true}
-			return nil
-		}
-		if queued && maxQueue > 0 {
-			var depth int
-			if err := tx.QueryRowContext(ctx, "SELECT COALESCE(SUM(pending), 0) FROM lanes WHERE receiver = ?", m.Receiver).Scan(&depth); err != nil {
-				return fmt.Errorf("sqlite: queue depth: %w", err)
-			}
-			if depth >= maxQueue {
-				// Returning an error rolls this request back.
-				return fmt.Errorf("receiver %q has %d queued: %w", m.Receiver, depth, core.ErrQueueFull)
-			}
+			return duplicate()
 		}
 		seq, _ := out.LastInsertId()
 		if queued {

@@ -288,51 +288,73 @@ func (s *Store) drain() {
 }
 
 func (s *Store) commit(batch []*op) {
+	defer s.prepareSeen(context.Background())
+	if len(batch) > 1 && s.commitTogether(batch) {
+		return
+	}
+	for _, o := range batch {
+		s.commitOne(o)
+	}
+}
+
+// cleanError reports whether a request's error left nothing written: the
+// requests check before they write and fail with these core errors, so
+// such an error needs no rollback of the shared transaction.
+func cleanError(err error) bool {
+	return errors.Is(err, core.ErrNotFound) || errors.Is(err, core.ErrConflict) ||
+		errors.Is(err, core.ErrIDConflict) || errors.Is(err, core.ErrQueueFull)
+}
+
+// commitTogether runs a batch of requests in one transaction (one fsync for
+// all). It reports false, having rolled back and answered nobody, when a
+// request failed in a way that may have left partial writes; the requests
+// are then run one by one.
+func (s *Store) commitTogether(batch []*op) bool {
 	ctx := context.Background()
-	results := make([]error, len(batch))
-	defer s.prepareSeen(ctx)
 	tx, err := s.wdb.BeginTx(ctx, nil)
 	if err != nil {
-		for _, o := range batch {
-			o.err <- fmt.Errorf("sqlite: begin: %w", err)
-		}
-		return
+		return false
 	}
 	w := &wtx{tx: tx, s: s}
-	single := len(batch) == 1
+	results := make([]error, len(batch))
 	for i, o := range batch {
-		if single {
-			results[i] = o.fn(w)
-			continue
+		if results[i] = o.fn(w); results[i] != nil && !cleanError(results[i]) {
+			_ = tx.Rollback()
+			return false
 		}
-		if _, err := tx.ExecContext(ctx, "SAVEPOINT op"); err != nil {
-			results[i] = fmt.Errorf("sqlite: savepoint: %w", err)
-			continue
-		}
-		if results[i] = o.fn(w); results[i] != nil {
-			if _, err := tx.ExecContext(ctx, "ROLLBACK TO op"); err != nil {
-				results[i] = errors.Join(results[i], err)
-			}
-		}
-		if _, err := tx.ExecContext(ctx, "RELEASE op"); err != nil && results[i] == nil {
-			results[i] = fmt.Errorf("sqlite: release: %w", err)
-		}
-	}
-	if single && results[0] != nil {
-		_ = tx.Rollback()
-		batch[0].err <- results[0]
-		return
 	}
 	if err := tx.Commit(); err != nil {
 		_ = tx.Rollback()
 		for _, o := range batch {
 			o.err <- fmt.Errorf("sqlite: commit: %w", err)
 		}
-		return
+		return true
 	}
 	for i, o := range batch {
 		o.err <- results[i]
 	}
+	return true
+}
+
+// commitOne runs one request in its own transaction.
+func (s *Store) commitOne(o *op) {
+	ctx := context.Background()
+	tx, err := s.wdb.BeginTx(ctx, nil)
+	if err != nil {
+		o.err <- fmt.Errorf("sqlite: begin: %w", err)
+		return
+	}
+	if err := o.fn(&wtx{tx: tx, s: s}); err != nil {
+		_ = tx.Rollback()
+		o.err <- err
+		return
+	}
+	if err := tx.Commit(); err != nil {
+		_ = tx.Rollback()
+		o.err <- fmt.Errorf("sqlite: commit: %w", err)
+		return
+	}
+	o.err <- nil
 }
 
 // ts and tm convert between time.Time and the stored microseconds.

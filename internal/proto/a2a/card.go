@@ -3,6 +3,7 @@ package a2a
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"sort"
@@ -13,6 +14,7 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/httperr"
 	"github.com/switchboard-hub/switchboard/internal/proto/atp"
+	"github.com/switchboard-hub/switchboard/internal/ssrf"
 )
 
 // payloadParts maps an ATP-style result payload to canonical parts (the
@@ -261,7 +263,15 @@ func (s *Server) hubCard(w http.ResponseWriter, r *http.Request) {
 	httperr.JSON(w, http.StatusOK, card)
 }
 
-// checkPushURL checks a push notification URL's form.
+// neverAllowed is the part of the SSRF policy no configuration relaxes:
+// link-local (cloud metadata), unspecified, multicast and broadcast
+// addresses.
+var neverAllowed = ssrf.Policy{AllowLoopback: true, AllowPrivate: true}
+
+// checkPushURL checks a push notification URL's form, and refuses a host
+// that is an address no SSRF policy allows (the operator's policy, when
+// Options.CheckURL is set, is applied by the callers; every push is checked
+// again when the hub connects).
 func checkPushURL(raw string) error {
 	u, err := url.Parse(raw)
 	switch {
@@ -273,6 +283,9 @@ func checkPushURL(raw string) error {
 		return errors.New("url must be http or https")
 	case u.Host == "":
 		return errors.New("url must name a host")
+	}
+	if err := neverAllowed.CheckURL(raw); err != nil {
+		return fmt.Errorf("url: %w", err)
 	}
 	return nil
 }

@@ -116,6 +116,9 @@ func (s *Server) pushSet(ctx context.Context, ag *core.Agent, v Version, req *Re
 	if err := checkPushURL(c.URL); err != nil {
 		return nil, rpcErr(CodeInvalidParams, "push notification config: %v", err)
 	}
+	if e := s.checkPush(c); e != nil {
+		return nil, e
+	}
 	if c.Auth != nil && c.Auth.Scheme == "" {
 		return nil, rpcErr(CodeInvalidParams, "authentication.scheme is required")
 	}

@@ -42,7 +42,12 @@ type Options struct {
 	Context context.Context
 	// HTTPClient posts push notifications [10s timeout].
 	HTTPClient *http.Client
-	Logger     *slog.Logger
+	// CheckURL, when set, refuses push notification URLs the hub may not
+	// call (the SSRF policy) when a config is set. Without it only the
+	// addresses no policy allows are refused then; HTTPClient's own guard
+	// refuses the rest at connect time.
+	CheckURL func(raw string) error
+	Logger   *slog.Logger
 }
 
 // Server serves the A2A routes over a relay.
@@ -163,6 +168,13 @@ func (s *Server) rpc(w http.ResponseWriter, r *http.Request) {
 	if v, err := ParseVersion(hv); err == nil {
 		bodyVersion = v
 	}
+	if p := auth.From(r.Context()); s.opt.Secured && !p.Dev && !p.Authenticated() {
+		// The cards advertise bearer authentication: every call needs it.
+		w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard"`)
+		writeJSON(w, http.StatusUnauthorized, Response{Error: rpcErr(-31401,
+			"this hub needs a bearer token (an agent's token or the admin token)").withData(bodyVersion)})
+		return
+	}
 	ag, err := s.relay.Store().GetAgent(r.Context(), r.PathValue("agent"))
 	if err != nil {
 		status := http.StatusInternalServerError
@@ -257,6 +269,9 @@ func (s *Server) call(ctx context.Context, ag *core.Agent, v Version, o op, req 
 	switch o {
 	case opSend:
 		p, e := decodeSend(v, req)
+		if e == nil {
+			e = s.checkPush(p.push)
+		}
 		if e != nil {
 			return nil, e
 		}
@@ -361,6 +376,18 @@ func decodeSend(v Version, req *Request) (*sendParams, *RPCError) {
 		}
 	}
 	return p, nil
+}
+
+// checkPush applies the operator's SSRF policy (Options.CheckURL) to a
+// push notification config's URL.
+func (s *Server) checkPush(c *sdk.PushConfig) *RPCError {
+	if c == nil || s.opt.CheckURL == nil {
+		return nil
+	}
+	if err := s.opt.CheckURL(c.URL); err != nil {
+		return rpcErr(CodeInvalidParams, "push notification config: url: %v", err)
+	}
+	return nil
 }
 
 // sender is who an A2A request speaks for on the relay: the calling
@@ -868,6 +895,9 @@ func (s *Server) streamCall(w http.ResponseWriter, r *http.Request, ag *core.Age
 	var rec *TaskRecord
 	if o == opStream {
 		p, e := decodeSend(v, req)
+		if e == nil {
+			e = s.checkPush(p.push)
+		}
 		if e == nil {
 			rec, e = s.start(ctx, ag, v, p)
 		}

@@ -277,6 +277,13 @@ func (s *Server) parse(env *Envelope) (*parsed, error) {
 		if err := checkCallback(env.CallbackURL); err != nil {
 			return bad("invalid_callback_url", "%v", err)
 		}
+		// The hub will call it: refuse what the SSRF policy refuses
+		// before anything is stored.
+		if s.opt.CheckURL != nil {
+			if err := s.opt.CheckURL(env.CallbackURL); err != nil {
+				return bad("callback_url_forbidden", "callback_url: %v", err)
+			}
+		}
 	}
 	if p.parts, err = ParseContent(env.Content); err != nil {
 		return nil, contentError(err)
@@ -654,6 +661,16 @@ func (s *Server) deregister(w http.ResponseWriter, r *http.Request) {
 	if err := s.relay.Deregister(r.Context(), id); err != nil {
 		writeErr(w, err)
 		return
+	}
+	if rv, ok := s.opt.Issuer.(interface {
+		Revoke(ctx context.Context, agentID string) error
+	}); ok {
+		// The id is free again: its old credentials must not act for
+		// whoever registers it next.
+		if err := rv.Revoke(r.Context(), id); err != nil {
+			writeErr(w, err)
+			return
+		}
 	}
 	httperr.JSON(w, http.StatusOK, map[string]any{"ok": true, "agent_id": s.ad.URIOf(id)})
 }

@@ -38,14 +38,20 @@ func (s *Server) Mount(mux *http.ServeMux) {
 // rights, and a session stays bound to the identity that opened it.
 func (s *Server) Handler() http.Handler {
 	get := func(*http.Request) *sdk.Server { return s.srv }
+	maxBody := s.opt.MaxBody
+	if maxBody <= 0 {
+		maxBody = 1 << 20
+	}
 	stateful := sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{
-		SessionTimeout: s.opt.SessionTimeout,
-		Logger:         s.opt.Logger,
+		SessionTimeout:      s.opt.SessionTimeout,
+		Logger:              s.opt.Logger,
+		MaxRequestBodyBytes: maxBody,
 	})
 	stateless := sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{
 		Stateless:                    true,
 		PropagateRequestCancellation: true,
 		Logger:                       s.opt.Logger,
+		MaxRequestBodyBytes:          maxBody,
 	})
 	byEra := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Mcp-Protocol-Version") >= StatelessVersion {

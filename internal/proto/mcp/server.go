@@ -38,6 +38,10 @@ type Options struct {
 	ProgressEvery time.Duration
 	// SessionTimeout closes idle Streamable HTTP sessions [1h].
 	SessionTimeout time.Duration
+	// MaxBody bounds a Streamable HTTP request body in bytes, like every
+	// other ingress route of the hub; larger requests are answered 413
+	// [1 MiB].
+	MaxBody int64
 	// Version is reported as the server's version.
 	Version string
 	// Logger logs server activity [slog.Default()].

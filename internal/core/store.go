@@ -14,6 +14,9 @@ var (
 	ErrIDConflict = errors.New("message id used by another sender")
 	// ErrQueueFull means the receiver's queue is at its configured depth.
 	ErrQueueFull = errors.New("receiver queue full")
+	// ErrStorageFull means the store has no room left (disk full): nothing
+	// was written.
+	ErrStorageFull = errors.New("store full")
 )
 
 // AgentFilter selects agents in ListAgents. Zero fields match everything.

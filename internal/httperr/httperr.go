@@ -39,6 +39,7 @@ const (
 	CodeUnauthorized    = "unauthorized"
 	CodeRateLimited     = "rate_limited"
 	CodeUnavailable     = "unavailable"
+	CodeStorageFull     = "storage_full"
 	CodeInternal        = "internal"
 )
 
@@ -84,6 +85,8 @@ func Classify(err error) (int, string) {
 		return http.StatusForbidden, CodeForbidden
 	case errors.Is(err, core.ErrForbidden):
 		return http.StatusForbidden, CodeForbidden
+	case errors.Is(err, core.ErrStorageFull):
+		return http.StatusInsufficientStorage, CodeStorageFull
 	}
 	return http.StatusInternalServerError, CodeInternal
 }
@@ -93,6 +96,9 @@ func Classify(err error) (int, string) {
 func From(w http.ResponseWriter, err error) {
 	status, code := Classify(err)
 	msg := err.Error()
+	if status == http.StatusInsufficientStorage {
+		msg = "the hub's store is full; nothing was stored, retry later"
+	}
 	if status == http.StatusInternalServerError {
 		msg = "internal error"
 	}

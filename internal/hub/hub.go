@@ -153,7 +153,7 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	}
 	signer := &webhook.HMACSigner{Key: key}
 	relay.SetDeliverer(core.EndpointATP, webhook.New(client, atp.Encoder{}, signer))
-	relay.SetDeliverer(core.EndpointMAMP, webhook.New(client, mamp.Encoder{Host: relay.Config().Host}, nil))
+	relay.SetDeliverer(core.EndpointMAMP, webhook.New(client, mamp.Encoder{Host: relay.Config().Host}, signer))
 	relay.SetDeliverer(core.EndpointA2A, a2aremote.New(policy.Client(relay.Config().DeliverTimout)))
 	client.Transport = tracing.Transport(client.Transport)
 	// deliverers: each protocol adapter adds its line above this marker.
@@ -176,8 +176,8 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	}
 	atp.New(relay, atp.Options{MaxBody: opt.MaxBody, Issuer: issuer, Secrets: signer, CheckURL: policy.CheckURL}).Mount(h.Mux)
 	opsapi.New(relay, opt.Version).Mount(h.Mux)
-	mamp.New(relay, mamp.Options{MaxBody: opt.MaxBody, Issuer: issuer, Remotes: mamp.RemotesFromEnv(), Context: ctx, Logger: log, CheckURL: policy.CheckURL}).Mount(h.Mux)
-	a2a.New(relay, a2a.Options{MaxBody: opt.MaxBody, Secured: !opt.Dev, Context: ctx, Logger: log, HTTPClient: client}).Mount(h.Mux)
+	mamp.New(relay, mamp.Options{MaxBody: opt.MaxBody, Issuer: issuer, Remotes: mamp.RemotesFromEnv(), Context: ctx, Logger: log, CheckURL: policy.CheckURL, Secrets: signer}).Mount(h.Mux)
+	a2a.New(relay, a2a.Options{MaxBody: opt.MaxBody, Secured: !opt.Dev, Context: ctx, Logger: log, HTTPClient: client, CheckURL: policy.CheckURL}).Mount(h.Mux)
 	a2aReg := a2aremote.NewRegistrar(relay, a2aremote.Options{Logger: log, Client: policy.Client(10 * time.Second)})
 	a2aReg.Mount(h.Mux)
 	go a2aReg.Run(ctx)
@@ -185,7 +185,7 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	ampHandler := ampapi.New(h.AMP)
 	h.Mux.Handle("GET /v4/amp", ampHandler)
 	h.Mux.Handle("POST /v4/tick", ampHandler)
-	mcpSrv := mcpadapter.New(relay, mcpadapter.Options{Version: opt.Version, Logger: log, AMP: h.AMP})
+	mcpSrv := mcpadapter.New(relay, mcpadapter.Options{Version: opt.Version, Logger: log, AMP: h.AMP, MaxBody: opt.MaxBody})
 	mcpSrv.Mount(h.Mux)
 	go mcpSrv.Watch(ctx)
 	met := metrics.New(relay, metrics.WithPublic(opt.MetricsPublic))

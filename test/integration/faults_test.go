@@ -454,8 +454,8 @@ func TestFaultDiskFull(t *testing.T) {
 	var codes []int
 	for id, code := range full.refused {
 		codes = append(codes, code)
-		if code < 500 {
-			t.Errorf("send %s refused with %d (%s), want a 5xx", id, code, full.answers[id])
+		if code != http.StatusInsufficientStorage {
+			t.Errorf("send %s refused with %d (%s), want 507 storage_full", id, code, full.answers[id])
 		}
 	}
 	if len(full.refused) == 0 {

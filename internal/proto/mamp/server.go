@@ -69,6 +69,9 @@ type Options struct {
 	// CheckURL, when set, refuses endpoint URLs the hub may not call (the
 	// SSRF policy), at registration.
 	CheckURL func(raw string) error
+	// Secrets, when set, gives each agent the secret its webhooks are
+	// signed with; it is returned at registration.
+	Secrets interface{ SecretFor(agentID string) string }
 }
 
 // Server serves the /mamp/v1/* routes over a relay.
@@ -555,7 +558,9 @@ type RegisterResponse struct {
 	// Token is the agent's credential, returned once at its first
 	// registration when auth is on.
 	Token string `json:"token,omitempty"`
-	Card  Card   `json:"card"`
+	// SigningSecret verifies the hub's webhooks (package webhooksig).
+	SigningSecret string `json:"signing_secret,omitempty"`
+	Card          Card   `json:"card"`
 }
 
 func (s *Server) register(w http.ResponseWriter, r *http.Request) {
@@ -627,8 +632,12 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	httperr.JSON(w, http.StatusOK, RegisterResponse{OK: true, AgentID: s.ad.URIOf(id), ID: id, LeaseSeconds: a.LeaseSeconds,
-		Queued: queued, Created: created, Token: token, Card: CardOf(s.ad, a)})
+	out := RegisterResponse{OK: true, AgentID: s.ad.URIOf(id), ID: id, LeaseSeconds: a.LeaseSeconds,
+		Queued: queued, Created: created, Token: token, Card: CardOf(s.ad, a)}
+	if s.opt.Secrets != nil {
+		out.SigningSecret = s.opt.Secrets.SecretFor(id)
+	}
+	httperr.JSON(w, http.StatusOK, out)
 }
 
 // claimIdentity checks that the caller may register agentID: an existing

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/switchboard-hub/switchboard/internal/core"
-	_ "modernc.org/sqlite" // the pure-Go SQLite driver
+	sqlitedrv "modernc.org/sqlite" // the pure-Go SQLite driver
 )
 
 //go:embed schema.sql
@@ -239,7 +239,7 @@ func (s *Store) write(ctx context.Context, fn func(tx *wtx) error) error {
 	// ctx ends, so callers never mistake a committed write for a lost one.
 	select {
 	case err := <-o.err:
-		return err
+		return classify(err)
 	case <-s.quit:
 		select {
 		case err := <-o.err:
@@ -273,6 +273,15 @@ func (s *Store) writer() {
 		}
 		s.commit(batch)
 	}
+}
+
+// classify marks "disk full" failures with core.ErrStorageFull.
+func classify(err error) error {
+	var se *sqlitedrv.Error
+	if err != nil && errors.As(err, &se) && se.Code()&0xff == 13 { // SQLITE_FULL
+		return fmt.Errorf("%w: %v", core.ErrStorageFull, err)
+	}
+	return err
 }
 
 // drain fails the requests still queued at close.

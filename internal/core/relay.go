@@ -412,6 +412,9 @@ func (r *Relay) Send(ctx context.Context, m *Message) (SendResult, error) {
 	if err := CheckCard(recv, m); err != nil {
 		return SendResult{}, err
 	}
+	if m.TraceParent == "" {
+		m.TraceParent = TraceParentFrom(ctx)
+	}
 	now := r.clock.Now()
 	m.ReceivedAt = now
 	m.ExpiresAt = now.Add(m.TTL)

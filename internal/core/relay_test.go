@@ -539,3 +539,16 @@ func TestValidAgentID(t *testing.T) {
 		}
 	}
 }
+
+func TestTraceParentFromContext(t *testing.T) {
+	f := newFixture(t, core.Config{})
+	tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	m := &core.Message{ID: "t1", Sender: "planner", Receiver: "worker"}
+	if _, err := f.relay.Send(core.WithTraceParent(f.ctx, tp), m); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.store.GetMessage(f.ctx, "t1")
+	if err != nil || got.TraceParent != tp {
+		t.Fatalf("stored traceparent %q, %v", got.TraceParent, err)
+	}
+}

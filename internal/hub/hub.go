@@ -204,7 +204,7 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 		limit = 1000
 	}
 	limiter := ratelimit.New(limit, opt.RateBurst)
-	h.Handler = authn.Middleware(rateLimited(limiter, secureHeaders(h.Mux, opt.TLSCert != "")), func(w http.ResponseWriter, r *http.Request, err error) {
+	h.Handler = authn.Middleware(rateLimited(limiter, secureHeaders(traceContext(h.Mux), opt.TLSCert != "")), func(w http.ResponseWriter, r *http.Request, err error) {
 		httperr.From(w, err)
 	})
 	h.Handler = tracing.Middleware(h.Handler)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/switchboard-hub/switchboard/internal/auth"
+	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/httperr"
 	"github.com/switchboard-hub/switchboard/internal/ratelimit"
 )
@@ -47,6 +48,17 @@ func secureHeaders(next http.Handler, tls bool) http.Handler {
 		h.Set("Referrer-Policy", "no-referrer")
 		if tls {
 			h.Set("Strict-Transport-Security", "max-age=31536000")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// traceContext puts the request's traceparent in its context, for adapters
+// whose messages are made far from the request (A2A, MCP).
+func traceContext(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tp := r.Header.Get("traceparent"); tp != "" {
+			r = r.WithContext(core.WithTraceParent(r.Context(), tp))
 		}
 		next.ServeHTTP(w, r)
 	})

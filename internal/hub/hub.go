@@ -156,6 +156,7 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	relay.SetDeliverer(core.EndpointMAMP, webhook.New(client, mamp.Encoder{Host: relay.Config().Host}, signer))
 	relay.SetDeliverer(core.EndpointA2A, a2aremote.New(policy.Client(relay.Config().DeliverTimout)))
 	client.Transport = tracing.Transport(client.Transport)
+	relay.SetDeliverer(a2a.EndpointPush, a2a.PushDeliverer{Client: client})
 	// deliverers: each protocol adapter adds its line above this marker.
 
 	h := &Hub{Relay: relay, Store: st, Mux: http.NewServeMux(), opt: opt, log: log, Outbound: client,

@@ -451,9 +451,7 @@ func TestFaultDiskFull(t *testing.T) {
 	for i := 0; i < 40; i++ {
 		_ = full.send(c, fmt.Sprintf("full-%03d", i), "writer", "keeper", 10*time.Minute)
 	}
-	var codes []int
 	for id, code := range full.refused {
-		codes = append(codes, code)
 		if code != http.StatusInsufficientStorage {
 			t.Errorf("send %s refused with %d (%s), want 507 storage_full", id, code, full.answers[id])
 		}

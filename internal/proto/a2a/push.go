@@ -3,15 +3,18 @@ package a2a
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
+	"io"
 	"net/http"
 	"time"
 
 	sdk "github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/switchboard-hub/switchboard/internal/core"
+	"github.com/switchboard-hub/switchboard/internal/deliver/webhook"
 )
 
 // pushRecord is a push notification config as the store keeps it.
@@ -203,13 +206,17 @@ func (s *Server) pushDelete(ctx context.Context, ag *core.Agent, v Version, req 
 }
 
 // pushChange sends the events of a task change to the task's push
-// notification configs, in the background.
+// notification configs. Each push is a relay message to a hidden agent
+// standing for the config's URL (endpoint kind EndpointPush), so pushes are
+// durable, ordered per config, retried with the relay's backoff until their
+// TTL, and dead-lettered like any message.
 func (s *Server) pushChange(old, cur *TaskRecord) {
 	evs := Diff(old.Task, cur.Task)
 	if len(evs) == 0 {
 		return
 	}
-	cs, err := s.pushConfigs(s.opt.Context, string(cur.Task.ID))
+	ctx := s.opt.Context
+	cs, err := s.pushConfigs(ctx, string(cur.Task.ID))
 	if err != nil || len(cs) == 0 {
 		return
 	}
@@ -225,63 +232,96 @@ func (s *Server) pushChange(old, cur *TaskRecord) {
 				bodies = append(bodies, b)
 			}
 		}
-		go s.deliverPush(c, bodies)
-	}
-}
-
-// pushAttempts bounds the delivery attempts of one push notification.
-const pushAttempts = 6
-
-// deliverPush posts bodies in order to a push config's URL, retrying each
-// with exponential backoff (relay.Backoff) on network errors, 408, 429 and
-// 5xx answers.
-func (s *Server) deliverPush(c pushRecord, bodies [][]byte) {
-	for _, b := range bodies {
-		for attempt := 1; ; attempt++ {
-			err := s.postPush(c, b)
-			if err == nil || errors.Is(err, errPermanent) || attempt >= pushAttempts {
-				if err != nil {
-					s.log.Warn("a2a: push notification not delivered", "task", c.Config.TaskID, "url", c.Config.URL, "err", err)
-				}
-				break
-			}
-			select {
-			case <-s.opt.Context.Done():
-				return
-			case <-time.After(s.relay.Backoff(attempt)):
+		target, err := s.pushAgent(ctx, c)
+		if err != nil {
+			s.log.Warn("a2a: push target", "task", c.Config.TaskID, "err", err)
+			continue
+		}
+		for _, b := range bodies {
+			m := &core.Message{ID: core.NewID(), Sender: cur.Agent, Receiver: target, Type: "a2a.push", Protocol: "a2a",
+				TTL: pushTTL, Parts: []core.Part{{Kind: core.PartData, Data: b}},
+				Metadata: map[string]any{"a2a_task_id": string(cur.Task.ID)}}
+			if _, err := s.relay.Send(ctx, m); err != nil {
+				s.log.Warn("a2a: push notification not queued", "task", c.Config.TaskID, "err", err)
 			}
 		}
 	}
 }
 
-var errPermanent = errors.New("refused by the receiver")
+// pushTTL bounds how long a push notification is retried.
+const pushTTL = time.Hour
 
-func (s *Server) postPush(c pushRecord, body []byte) error {
-	ctx, cancel := context.WithTimeout(s.opt.Context, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Config.URL, bytes.NewReader(body))
+// EndpointPush is the endpoint kind of the hidden agents that stand for
+// push notification URLs.
+const EndpointPush core.EndpointKind = "a2a-push"
+
+// pushHeaders is what a push agent's card keeps to authenticate its pushes.
+type pushHeaders struct {
+	Token       string `json:"token,omitempty"`
+	Scheme      string `json:"scheme,omitempty"`
+	Credentials string `json:"credentials,omitempty"`
+}
+
+// pushAgent registers (or refreshes) the hidden agent for a push config and
+// returns its id.
+func (s *Server) pushAgent(ctx context.Context, c pushRecord) (string, error) {
+	sum := sha256.Sum256([]byte(string(c.Config.TaskID) + "\x00" + c.Config.ID + "\x00" + c.Config.URL))
+	id := "a2a-push." + hex.EncodeToString(sum[:12])
+	h := pushHeaders{Token: c.Config.Token}
+	if a := c.Config.Auth; a != nil {
+		h.Scheme, h.Credentials = a.Scheme, a.Credentials
+	}
+	extra, _ := json.Marshal(h)
+	s.pushMu.Lock()
+	fresh := time.Since(s.pushSeen[id]) < time.Hour
+	s.pushMu.Unlock()
+	if fresh {
+		return id, nil
+	}
+	a := &core.Agent{ID: id, Protocol: "a2a-push", Capabilities: []string{},
+		Endpoint: core.Endpoint{Kind: EndpointPush, URL: c.Config.URL},
+		Card:     core.Card{Name: "A2A push notifications for task " + string(c.Config.TaskID), Extra: extra}}
+	if _, _, err := s.relay.Register(ctx, a, 2*pushTTL); err != nil {
+		return "", err
+	}
+	s.pushMu.Lock()
+	s.pushSeen[id] = time.Now()
+	s.pushMu.Unlock()
+	return id, nil
+}
+
+// PushDeliverer posts queued push notifications to their URL with the
+// config's token and authentication; it is the core.Deliverer for
+// EndpointPush.
+type PushDeliverer struct{ Client *http.Client }
+
+// Deliver implements core.Deliverer.
+func (d PushDeliverer) Deliver(ctx context.Context, a *core.Agent, m *core.Message) core.Delivery {
+	if len(m.Parts) != 1 || len(m.Parts[0].Data) == 0 {
+		return core.Delivery{Kind: core.OutcomeRejected, Code: http.StatusBadRequest, Detail: "not a push notification"}
+	}
+	var h pushHeaders
+	_ = json.Unmarshal(a.Card.Extra, &h)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.Endpoint.URL, bytes.NewReader(m.Parts[0].Data))
 	if err != nil {
-		return fmt.Errorf("%v: %w", err, errPermanent)
+		return core.Delivery{Kind: core.OutcomeRejected, Code: http.StatusBadRequest, Err: err}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "switchboard-a2a")
-	if c.Config.Token != "" {
-		req.Header.Set("X-A2A-Notification-Token", c.Config.Token)
+	if h.Token != "" {
+		req.Header.Set("X-A2A-Notification-Token", h.Token)
 	}
-	if a := c.Config.Auth; a != nil && a.Credentials != "" {
-		req.Header.Set("Authorization", a.Scheme+" "+a.Credentials)
+	if h.Credentials != "" {
+		req.Header.Set("Authorization", h.Scheme+" "+h.Credentials)
 	}
-	resp, err := s.opt.HTTPClient.Do(req)
+	if m.TraceParent != "" {
+		req.Header.Set("traceparent", m.TraceParent)
+	}
+	resp, err := d.Client.Do(req)
 	if err != nil {
-		return err
+		return core.Delivery{Kind: core.OutcomeRetry, Err: err}
 	}
-	resp.Body.Close()
-	switch st := resp.StatusCode; {
-	case st >= 200 && st < 300:
-		return nil
-	case st == http.StatusRequestTimeout || st == http.StatusTooManyRequests || st >= 500:
-		return fmt.Errorf("receiver answered %d", st)
-	default:
-		return fmt.Errorf("receiver answered %d: %w", st, errPermanent)
-	}
+	defer resp.Body.Close()
+	reply, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	return webhook.Classify(resp.StatusCode, reply)
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	sdk "github.com/a2aproject/a2a-go/v2/a2a"
@@ -56,6 +57,9 @@ type Server struct {
 	tasks *tasks
 	opt   Options
 	log   *slog.Logger
+
+	pushMu   sync.Mutex
+	pushSeen map[string]time.Time // push agents registered lately
 }
 
 // New returns the A2A adapter.
@@ -78,7 +82,7 @@ func New(relay *core.Relay, opt Options) *Server {
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
-	s := &Server{relay: relay, tasks: newTasks(relay.Store(), relay.Clock()), opt: opt, log: opt.Logger}
+	s := &Server{relay: relay, tasks: newTasks(relay.Store(), relay.Clock()), opt: opt, log: opt.Logger, pushSeen: map[string]time.Time{}}
 	s.tasks.onChange = s.pushChange
 	return s
 }

@@ -1,8 +1,21 @@
 package hub_test
 
 import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
@@ -54,4 +67,68 @@ func TestDevRefusedOffLoopback(t *testing.T) {
 	if _, err := hub.New(t.Context(), hub.Options{Dev: true, Addr: "0.0.0.0:8080", DataDir: t.TempDir()}); err == nil {
 		t.Fatal("--dev on a public address must be refused")
 	}
+}
+
+func TestServesTLS(t *testing.T) {
+	dir := t.TempDir()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, _ := x509.MarshalECPrivateKey(key)
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	_ = os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	_ = os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h, err := hub.New(ctx, hub.Options{DataDir: filepath.Join(dir, "data"), AdminToken: "sba_t", TLSCert: certFile, TLSKey: keyFile, Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = h.Serve(ctx, ln) }()
+	pool := x509.NewCertPool()
+	pool.AddCert(mustParse(t, der))
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 5 * time.Second}
+	var resp *http.Response
+	for i := 0; i < 50; i++ {
+		if resp, err = c.Get("https://" + ln.Addr().String() + "/healthz"); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("https: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Strict-Transport-Security") == "" {
+		t.Fatalf("https answer %d, HSTS %q", resp.StatusCode, resp.Header.Get("Strict-Transport-Security"))
+	}
+	if _, err := http.Get("http://" + ln.Addr().String() + "/healthz"); err == nil {
+		if r2, _ := http.Get("http://" + ln.Addr().String() + "/healthz"); r2 != nil && r2.StatusCode == 200 {
+			t.Fatal("plain HTTP was served on the TLS port")
+		}
+	}
+	cancel()
+	<-done
+}
+
+func mustParse(t *testing.T, der []byte) *x509.Certificate {
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

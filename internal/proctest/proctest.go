@@ -99,6 +99,16 @@ func Start(t testing.TB, dir string, env []string, name string, args ...string) 
 	return p
 }
 
+// Exited reports whether the process has ended.
+func (p *Proc) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // Kill sends SIGKILL to the process (and its process group) and waits.
 func (p *Proc) Kill() {
 	select {

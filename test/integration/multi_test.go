@@ -13,7 +13,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -78,65 +77,15 @@ func postgresDB(t *testing.T) string {
 	return db
 }
 
-// hubProc is a `switchboard serve` child process. It keeps the process's
-// end in a channel: proctest.Proc.Kill reads exec.Cmd.ProcessState while its
-// Wait goroutine writes it, which `go test -race` reports.
-type hubProc struct {
-	cmd  *exec.Cmd
-	out  *proctest.SafeBuffer
-	done chan struct{}
-}
-
-// startHub runs `switchboard serve --addr addr args…` in its own process
-// group and waits for /readyz; the process is killed when the test ends.
-func startHub(t *testing.T, addr string, args ...string) *hubProc {
-	t.Helper()
-	cmd := exec.Command(proctest.Binary(t), append([]string{"serve", "--addr", addr}, args...)...)
-	cmd.Dir = t.TempDir()
-	p := &hubProc{cmd: cmd, out: &proctest.SafeBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start hub: %v", err)
-	}
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		p.kill()
-		if t.Failed() {
-			t.Logf("hub %s output:\n%s", addr, tail(p.out.String(), 4000))
-		}
-	})
-	proctest.WaitHTTP(t, "http://"+addr+"/readyz", 20*time.Second)
-	return p
-}
-
-// kill sends SIGKILL to the hub's process group and waits for its end.
-func (p *hubProc) kill() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	<-p.done
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "…" + s[len(s)-n:]
-	}
-	return s
-}
-
 // startHubs starts n `switchboard serve --dev` processes on the database db
 // and returns them with their base URLs.
-func startHubs(t *testing.T, n int, db string, args ...string) ([]*hubProc, []string) {
+func startHubs(t *testing.T, n int, db string, args ...string) ([]*proctest.Proc, []string) {
 	t.Helper()
-	procs := make([]*hubProc, n)
+	procs := make([]*proctest.Proc, n)
 	bases := make([]string, n)
 	for i := range n {
 		addr := proctest.FreeAddr(t)
-		procs[i] = startHub(t, addr, append([]string{"--dev", "--store", db}, args...)...)
+		procs[i] = proctest.StartHub(t, addr, append([]string{"--dev", "--store", db}, args...)...)
 		bases[i] = "http://" + addr
 	}
 	return procs, bases
@@ -285,7 +234,7 @@ func TestThreeHubsOnPostgres(t *testing.T) {
 	mu.Lock()
 	beforeKill := len(accepted)
 	mu.Unlock()
-	procs[killed].kill() // SIGKILL mid-load
+	procs[killed].Kill() // SIGKILL mid-load
 	killedAt.Store(true)
 	time.Sleep(2 * time.Second) // keep sending through the survivors
 	close(stop)

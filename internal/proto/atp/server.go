@@ -524,14 +524,10 @@ func (s *Server) results(w http.ResponseWriter, r *http.Request) {
 		httperr.From(w, err)
 		return
 	}
-	out := make([]*Envelope, 0, len(ms))
-	for _, m := range ms {
-		env, err := ToEnvelope(m)
-		if err != nil {
-			httperr.From(w, err)
-			return
-		}
-		out = append(out, env)
+	out, err := envelopes(ms)
+	if err != nil {
+		httperr.From(w, err)
+		return
 	}
 	httperr.JSON(w, http.StatusOK, map[string]any{"message_id": id, "results": out})
 }
@@ -553,30 +549,49 @@ func (s *Server) pending(w http.ResponseWriter, r *http.Request) {
 		limit = n
 	}
 	manual := q.Get("ack") == "manual"
-	var vis time.Duration
-	if v := q.Get("visibility_ms"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n <= 0 {
-			httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidField, "visibility_ms must be a positive integer")
-			return
-		}
-		vis = time.Duration(n) * time.Millisecond
+	vis, ok := visibility(w, r, 0)
+	if !ok {
+		return
 	}
 	ms, err := s.relay.Pull(r.Context(), id, limit, vis, !manual)
 	if err != nil {
 		httperr.From(w, err)
 		return
 	}
+	out, err := envelopes(ms)
+	if err != nil {
+		httperr.From(w, err)
+		return
+	}
+	httperr.JSON(w, http.StatusOK, map[string]any{"agent_id": id, "messages": out})
+}
+
+// envelopes renders core messages as ATP envelopes.
+func envelopes(ms []*core.Message) ([]*Envelope, error) {
 	out := make([]*Envelope, 0, len(ms))
 	for _, m := range ms {
 		env, err := ToEnvelope(m)
 		if err != nil {
-			httperr.From(w, err)
-			return
+			return nil, err
 		}
 		out = append(out, env)
 	}
-	httperr.JSON(w, http.StatusOK, map[string]any{"agent_id": id, "messages": out})
+	return out, nil
+}
+
+// visibility reads ?visibility_ms= (def when absent), writing the error
+// answer itself and returning false when it is not a positive integer.
+func visibility(w http.ResponseWriter, r *http.Request, def time.Duration) (time.Duration, bool) {
+	v := r.URL.Query().Get("visibility_ms")
+	if v == "" {
+		return def, true
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidField, "visibility_ms must be a positive integer")
+		return 0, false
+	}
+	return time.Duration(n) * time.Millisecond, true
 }
 
 type ackRequest struct {
@@ -621,14 +636,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		httperr.From(w, err)
 		return
 	}
-	vis := 30 * time.Second
-	if v := r.URL.Query().Get("visibility_ms"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n <= 0 {
-			httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidField, "visibility_ms must be a positive integer")
-			return
-		}
-		vis = time.Duration(n) * time.Millisecond
+	vis, ok := visibility(w, r, 30*time.Second)
+	if !ok {
+		return
 	}
 	fl, ok := w.(http.Flusher)
 	if !ok {

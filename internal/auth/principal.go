@@ -67,3 +67,16 @@ func Admin(ctx context.Context) error {
 	}
 	return fmt.Errorf("operator action needs the admin token: %w", ErrNotPermitted)
 }
+
+// MayRegister checks that the request may register agentID: an existing
+// agent needs its own credential (or the operator's); a new id is open to
+// any caller that does not hold another agent's credential.
+func MayRegister(ctx context.Context, exists bool, agentID string) error {
+	if exists {
+		return ActAs(ctx, agentID)
+	}
+	if p := From(ctx); p.AgentID != "" && p.AgentID != agentID {
+		return ActAs(ctx, agentID)
+	}
+	return nil
+}

@@ -168,21 +168,14 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	httperr.JSON(w, http.StatusOK, out)
 }
 
-// checkIdentity checks that the caller may register agentID: an existing
-// agent needs its own credential; a new id is open to anyone not holding
-// another agent's credential (the hub then issues it a credential).
+// checkIdentity checks that the caller may register agentID (see
+// auth.MayRegister).
 func (s *Server) checkIdentity(ctx context.Context, agentID string) error {
 	_, err := s.relay.Store().GetAgent(ctx, agentID)
-	switch {
-	case err == nil:
-		return auth.ActAs(ctx, agentID)
-	case !errors.Is(err, core.ErrNotFound):
+	if err != nil && !errors.Is(err, core.ErrNotFound) {
 		return err
 	}
-	if p := auth.From(ctx); p.AgentID != "" && p.AgentID != agentID {
-		return auth.ActAs(ctx, agentID)
-	}
-	return nil
+	return auth.MayRegister(ctx, err == nil, agentID)
 }
 
 func nonNil(s []string) []string {

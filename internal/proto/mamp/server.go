@@ -621,8 +621,12 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	token, err := s.claimIdentity(r.Context(), id)
-	if err != nil {
+	_, err = s.relay.Store().GetAgent(r.Context(), id)
+	if err != nil && !errors.Is(err, core.ErrNotFound) {
+		writeErr(w, err)
+		return
+	}
+	if err := auth.MayRegister(r.Context(), err == nil, id); err != nil {
 		writeErr(w, err)
 		return
 	}
@@ -632,29 +636,20 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
+	var token string
+	if created && s.opt.Issuer != nil {
+		// Issued only once the registration stands, and only to its creator.
+		if token, err = s.opt.Issuer.Issue(r.Context(), id); err != nil {
+			writeErr(w, err)
+			return
+		}
+	}
 	out := RegisterResponse{OK: true, AgentID: s.ad.URIOf(id), ID: id, LeaseSeconds: a.LeaseSeconds,
 		Queued: queued, Created: created, Token: token, Card: CardOf(s.ad, a)}
 	if s.opt.Secrets != nil {
 		out.SigningSecret = s.opt.Secrets.SecretFor(id)
 	}
 	httperr.JSON(w, http.StatusOK, out)
-}
-
-// claimIdentity checks that the caller may register agentID: an existing
-// agent needs its own credential; a new one gets a credential issued.
-func (s *Server) claimIdentity(ctx context.Context, agentID string) (string, error) {
-	if _, err := s.relay.Store().GetAgent(ctx, agentID); err == nil {
-		return "", auth.ActAs(ctx, agentID)
-	} else if !errors.Is(err, core.ErrNotFound) {
-		return "", err
-	}
-	if s.opt.Issuer == nil {
-		return "", nil
-	}
-	if p := auth.From(ctx); p.AgentID != "" && p.AgentID != agentID {
-		return "", auth.ActAs(ctx, agentID)
-	}
-	return s.opt.Issuer.Issue(ctx, agentID)
 }
 
 func (s *Server) deregister(w http.ResponseWriter, r *http.Request) {

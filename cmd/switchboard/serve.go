@@ -46,7 +46,7 @@ func runServe(ctx context.Context, args []string, s stdio) int {
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	pprofAddr := fs.String("pprof", "", "serve Go profiling (net/http/pprof) on this loopback address, e.g. 127.0.0.1:6060")
 	fs.Usage = func() {
-		fmt.Fprintln(s.err, "Usage: switchboard serve [flags]\n\nRuns the hub: ATP at /atp/*, operator routes at /healthz, /readyz, /v1/*.\nWith the embedded store (default) nothing else is needed.\n\nFlags:")
+		fmt.Fprintln(s.err, "Usage: switchboard serve [flags]\n\nRuns the hub: ATP at /atp/*, MAMP at /mamp/v1/*, A2A at /a2a/{agent} (cards under\n/.well-known/), MCP at /mcp, AMP at /v4/amp and /v4/tick, the dashboard at\n/dashboard/, and /healthz, /readyz, /metrics, /v1/* for operators.\nAuth is on unless --dev; the embedded store (default) needs nothing installed.\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

@@ -24,7 +24,7 @@ import (
 func TestRateLimitAndHeaders(t *testing.T) {
 	h, base := hubtest.Start(t, hub.Options{RateLimit: 5, RateBurst: 5})
 	get := func(token string) *http.Response {
-		req, _ := http.NewRequest("GET", base+"/atp/agents", nil)
+		req, _ := http.NewRequest("GET", base+"/healthz", nil)
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}

@@ -293,6 +293,10 @@ func unixSeconds(t time.Time) float64 {
 
 // agents answers the tutorial's shape: an object keyed by agent id.
 func (s *Server) agents(w http.ResponseWriter, r *http.Request) {
+	if err := auth.Member(r.Context()); err != nil {
+		httperr.From(w, err)
+		return
+	}
 	q := r.URL.Query()
 	f := core.AgentFilter{Capability: q.Get("capability")}
 	now := s.relay.Clock().Now()
@@ -320,6 +324,10 @@ func (s *Server) agents(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) agent(w http.ResponseWriter, r *http.Request) {
+	if err := auth.Member(r.Context()); err != nil {
+		httperr.From(w, err)
+		return
+	}
 	a, err := s.relay.Store().GetAgent(r.Context(), r.PathValue("id"))
 	if err != nil {
 		httperr.From(w, err)

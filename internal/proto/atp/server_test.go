@@ -297,6 +297,9 @@ func TestIdentityBinding(t *testing.T) {
 		{"dlq with admin", "GET", "/v1/dlq", admin, nil, 200},
 		{"receipt by stranger", "GET", "/atp/receipts/ok1", "", nil, 401},
 		{"receipt by receiver", "GET", "/atp/receipts/ok1", tokB, nil, 200},
+		{"list agents anonymously", "GET", "/atp/agents", "", nil, 401},
+		{"read an agent anonymously", "GET", "/atp/agents/alice", "", nil, 401},
+		{"list agents as an agent", "GET", "/atp/agents", tokB, nil, 200},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -520,6 +520,10 @@ func (s *Server) agentCard(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
+	if err := auth.Member(r.Context()); err != nil {
+		writeErr(w, err)
+		return
+	}
 	f := core.AgentFilter{Capability: r.URL.Query().Get("capability")}
 	if r.URL.Query().Get("alive") == "true" {
 		f.AliveAt = s.relay.Clock().Now()

@@ -119,3 +119,21 @@ func (p Policy) CheckURL(raw string) error {
 	}
 	return nil
 }
+
+// CheckForm checks the form of a URL the hub will call: absolute http or
+// https, with a host and no credentials. field names it in the error (for
+// example "callback_url"). Where it may point is the policy's business.
+func CheckForm(field, raw string) error {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s is not a URL", field)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("%s must be http or https", field)
+	case u.Host == "" || u.Hostname() == "":
+		return fmt.Errorf("%s must name a host", field)
+	case u.User != nil:
+		return fmt.Errorf("%s must not carry credentials", field)
+	}
+	return nil
+}

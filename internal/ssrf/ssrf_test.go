@@ -107,3 +107,20 @@ func TestCheckURL(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckForm(t *testing.T) {
+	cases := map[string]bool{
+		"http://agent.example/inbox":   true,
+		"https://agent.example:8443/":  true,
+		"ftp://agent.example/x":        false,
+		"/relative/path":               false,
+		"http:///nohost":               false,
+		"http://user:pw@agent.example": false,
+		"::not a url":                  false,
+	}
+	for raw, ok := range cases {
+		if err := CheckForm("callback_url", raw); (err == nil) != ok {
+			t.Errorf("%q: %v", raw, err)
+		}
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/auth"
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/httperr"
+	"github.com/switchboard-hub/switchboard/internal/ssrf"
 )
 
 // Options tune the ATP routes.
@@ -117,7 +117,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	}
 	ep := core.Endpoint{Kind: core.EndpointPull}
 	if req.CallbackURL != "" {
-		if err := ValidateCallback(req.CallbackURL); err != nil {
+		if err := ssrf.CheckForm("callback_url", req.CallbackURL); err != nil {
 			httperr.Write(w, http.StatusBadRequest, "invalid_callback_url", err.Error())
 			return
 		}
@@ -183,25 +183,6 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
-}
-
-// ValidateCallback checks a callback URL's form: absolute http(s) with a
-// host. Where it may point is checked when the hub connects (SSRF guard).
-func ValidateCallback(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return errors.New("callback_url is not a URL")
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return errors.New("callback_url must be http or https")
-	}
-	if u.Host == "" || u.Hostname() == "" {
-		return errors.New("callback_url must name a host")
-	}
-	if u.User != nil {
-		return errors.New("callback_url must not carry credentials")
-	}
-	return nil
 }
 
 type heartbeatRequest struct {

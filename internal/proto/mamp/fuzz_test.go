@@ -3,6 +3,7 @@ package mamp
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/switchboard-hub/switchboard/internal/ssrf"
 	"testing"
 
 	"github.com/switchboard-hub/switchboard/internal/core"
@@ -115,7 +116,7 @@ func FuzzParseRemotes(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		for d, u := range ParseRemotes(s) {
-			if d == "" || checkCallback(u) != nil {
+			if d == "" || ssrf.CheckForm("base_url", u) != nil {
 				t.Fatalf("ParseRemotes(%q) kept %q=%q", s, d, u)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/switchboard-hub/switchboard/internal/ssrf"
 	"net/http"
 	"os"
 	"strings"
@@ -33,7 +34,7 @@ func ParseRemotes(s string) map[string]string {
 		d, u, ok := strings.Cut(strings.TrimSpace(kv), "=")
 		d = strings.ToLower(strings.TrimSpace(d))
 		u = strings.TrimSpace(u)
-		if !ok || d == "" || checkCallback(u) != nil {
+		if !ok || d == "" || ssrf.CheckForm("base_url", u) != nil {
 			continue
 		}
 		out[d] = u
@@ -107,7 +108,7 @@ func (s *Server) putRemote(w http.ResponseWriter, r *http.Request) {
 	if !httperr.DecodeJSON(w, r, s.opt.MaxBody, &req) {
 		return
 	}
-	if err := checkCallback(req.BaseURL); err != nil {
+	if err := ssrf.CheckForm("base_url", req.BaseURL); err != nil {
 		httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidField, strings.Replace(err.Error(), "callback_url", "base_url", 1))
 		return
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"path"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/auth"
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/httperr"
+	"github.com/switchboard-hub/switchboard/internal/ssrf"
 )
 
 // Error codes of the MAMP routes, beside the shared ones in httperr.
@@ -277,7 +277,7 @@ func (s *Server) parse(env *Envelope) (*parsed, error) {
 	}
 	p.ttl = time.Duration(env.TTLMs) * time.Millisecond
 	if env.CallbackURL != "" {
-		if err := checkCallback(env.CallbackURL); err != nil {
+		if err := ssrf.CheckForm("callback_url", env.CallbackURL); err != nil {
 			return bad("invalid_callback_url", "%v", err)
 		}
 		// The hub will call it: refuse what the SSRF policy refuses
@@ -302,21 +302,6 @@ func checkID(name, v string) error {
 		if unicode.IsControl(r) || unicode.IsSpace(r) {
 			return fail(http.StatusBadRequest, httperr.CodeInvalidField, "%s must not contain spaces or control characters", name)
 		}
-	}
-	return nil
-}
-
-func checkCallback(raw string) error {
-	u, err := url.Parse(raw)
-	switch {
-	case err != nil:
-		return errors.New("callback_url is not a URL")
-	case u.Scheme != "http" && u.Scheme != "https":
-		return errors.New("callback_url must be http or https")
-	case u.Hostname() == "":
-		return errors.New("callback_url must name a host")
-	case u.User != nil:
-		return errors.New("callback_url must not carry credentials")
 	}
 	return nil
 }
@@ -606,8 +591,8 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	}
 	ep := core.Endpoint{Kind: core.EndpointPull}
 	if req.EndpointURL != "" {
-		if err := checkCallback(req.EndpointURL); err != nil {
-			httperr.Write(w, http.StatusBadRequest, "invalid_endpoint_url", strings.Replace(err.Error(), "callback_url", "endpoint_url", 1))
+		if err := ssrf.CheckForm("endpoint_url", req.EndpointURL); err != nil {
+			httperr.Write(w, http.StatusBadRequest, "invalid_endpoint_url", err.Error())
 			return
 		}
 		if s.opt.CheckURL != nil {

@@ -9,8 +9,10 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/hub"
 )
 
-// Start starts a hub in dev mode (auth off) on a loopback port with
-// its own data directory, for tests. It is stopped when the test ends.
+// Start starts a hub with opt on a loopback port, with its own data
+// directory, for tests, and returns it with its base URL. Without
+// opt.Dev auth is on, with the admin token "sba_test-admin-token" unless
+// opt sets one. The hub is stopped when the test ends.
 func Start(t testing.TB, opt hub.Options) (*hub.Hub, string) {
 	t.Helper()
 	if opt.DataDir == "" {

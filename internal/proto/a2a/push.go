@@ -135,17 +135,26 @@ func (s *Server) pushSet(ctx context.Context, ag *core.Agent, v Version, req *Re
 	return encodePush(v, out), nil
 }
 
-func (s *Server) pushGet(ctx context.Context, ag *core.Agent, v Version, req *Request) (any, *RPCError) {
-	taskID, id, e := pushParams(v, req)
-	if e != nil {
-		return nil, e
+// taskPushConfigs reads the params of a push config call, checks the
+// caller may see the task, and returns its configs.
+func (s *Server) taskPushConfigs(ctx context.Context, ag *core.Agent, v Version, req *Request) (taskID, id string, cs []pushRecord, e *RPCError) {
+	if taskID, id, e = pushParams(v, req); e != nil {
+		return "", "", nil, e
 	}
 	if _, e := s.loadTask(ctx, ag, taskID); e != nil {
-		return nil, e
+		return "", "", nil, e
 	}
 	cs, err := s.pushConfigs(ctx, taskID)
 	if err != nil {
-		return nil, toRPCError(err)
+		return "", "", nil, toRPCError(err)
+	}
+	return taskID, id, cs, nil
+}
+
+func (s *Server) pushGet(ctx context.Context, ag *core.Agent, v Version, req *Request) (any, *RPCError) {
+	taskID, id, cs, e := s.taskPushConfigs(ctx, ag, v, req)
+	if e != nil {
+		return nil, e
 	}
 	for _, c := range cs {
 		if id == "" || c.Config.ID == id {
@@ -156,16 +165,9 @@ func (s *Server) pushGet(ctx context.Context, ag *core.Agent, v Version, req *Re
 }
 
 func (s *Server) pushList(ctx context.Context, ag *core.Agent, v Version, req *Request) (any, *RPCError) {
-	taskID, _, e := pushParams(v, req)
+	_, _, cs, e := s.taskPushConfigs(ctx, ag, v, req)
 	if e != nil {
 		return nil, e
-	}
-	if _, e := s.loadTask(ctx, ag, taskID); e != nil {
-		return nil, e
-	}
-	cs, err := s.pushConfigs(ctx, taskID)
-	if err != nil {
-		return nil, toRPCError(err)
 	}
 	if v == V03 {
 		out := make([]v03TaskPushConfig, 0, len(cs))

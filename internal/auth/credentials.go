@@ -54,7 +54,12 @@ func (c *Credentials) Issue(ctx context.Context, agentID string) (string, error)
 
 // Verify returns the agent a token belongs to.
 func (c *Credentials) Verify(ctx context.Context, token string) (string, error) {
-	rec, err := c.Store.GetRecord(ctx, recordKind, Hash(token))
+	return c.verifyHash(ctx, Hash(token))
+}
+
+// verifyHash returns the agent whose token has the stored form hash.
+func (c *Credentials) verifyHash(ctx context.Context, hash string) (string, error) {
+	rec, err := c.Store.GetRecord(ctx, recordKind, hash)
 	if errors.Is(err, core.ErrNotFound) {
 		return "", fmt.Errorf("unknown token: %w", ErrUnauthenticated)
 	}
@@ -117,25 +122,13 @@ func (a *Authenticator) Authenticate(r *http.Request) (Principal, error) {
 	if !ok || tok == "" {
 		return Principal{}, fmt.Errorf("authorization header must be 'Bearer <token>': %w", ErrUnauthenticated)
 	}
-	if a.AdminHash != "" && subtle.ConstantTimeCompare([]byte(Hash(tok)), []byte(a.AdminHash)) == 1 {
+	hash := Hash(tok)
+	if a.AdminHash != "" && subtle.ConstantTimeCompare([]byte(hash), []byte(a.AdminHash)) == 1 {
 		return Principal{Admin: true}, nil
 	}
-	id, err := a.Creds.Verify(r.Context(), tok)
+	id, err := a.Creds.verifyHash(r.Context(), hash)
 	if err != nil {
 		return Principal{}, err
 	}
 	return Principal{AgentID: id}, nil
-}
-
-// Middleware authenticates every request and stores the principal in its
-// context; an invalid token is answered 401 by onError.
-func (a *Authenticator) Middleware(next http.Handler, onError func(http.ResponseWriter, *http.Request, error)) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, err := a.Authenticate(r)
-		if err != nil {
-			onError(w, r, err)
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(With(r.Context(), p)))
-	})
 }

@@ -45,8 +45,7 @@ const (
 
 // Write writes an error answer.
 func Write(w http.ResponseWriter, status int, code, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
+	setJSONHeaders(w.Header())
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(Body{Error: code, Message: msg, StatusCode: status})
 }
@@ -128,8 +127,16 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, max int64, v any) bool {
 
 // JSON writes v as a JSON answer with status.
 func JSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
+	setJSONHeaders(w.Header())
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// setJSONHeaders sets the headers of a JSON answer. The keys are
+// canonical, as Header.Set would make them, and the values share one
+// allocation.
+func setJSONHeaders(h http.Header) {
+	v := []string{"application/json", "nosniff"}
+	h["Content-Type"] = v[0:1:1]
+	h["X-Content-Type-Options"] = v[1:2:2]
 }

@@ -25,7 +25,6 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/dashboard"
 	"github.com/switchboard-hub/switchboard/internal/deliver/a2aremote"
 	"github.com/switchboard-hub/switchboard/internal/deliver/webhook"
-	"github.com/switchboard-hub/switchboard/internal/httperr"
 	"github.com/switchboard-hub/switchboard/internal/metrics"
 	"github.com/switchboard-hub/switchboard/internal/opsapi"
 	"github.com/switchboard-hub/switchboard/internal/proto/a2a"
@@ -205,9 +204,7 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 		limit = 1000
 	}
 	limiter := ratelimit.New(limit, opt.RateBurst)
-	h.Handler = authn.Middleware(rateLimited(limiter, secureHeaders(traceContext(h.Mux), opt.TLSCert != "")), func(w http.ResponseWriter, r *http.Request, err error) {
-		httperr.From(w, err)
-	})
+	h.Handler = authenticated(authn, rateLimited(limiter, secureHeaders(h.Mux, opt.TLSCert != "")))
 	h.Handler = tracing.Middleware(h.Handler)
 	return h, nil
 }

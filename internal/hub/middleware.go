@@ -1,10 +1,10 @@
 package hub
 
 import (
-	"fmt"
 	"math"
 	"net"
 	"net/http"
+	"strconv"
 
 	"github.com/switchboard-hub/switchboard/internal/auth"
 	"github.com/switchboard-hub/switchboard/internal/core"
@@ -31,7 +31,7 @@ func rateLimited(l *ratelimit.Limiter, next http.Handler) http.Handler {
 			key = "addr:" + host
 		}
 		if ok, wait := l.Allow(key); !ok {
-			w.Header().Set("Retry-After", fmt.Sprint(int(math.Ceil(wait.Seconds()))))
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 			httperr.Write(w, http.StatusTooManyRequests, httperr.CodeRateLimited, "request rate limit exceeded; retry later")
 			return
 		}
@@ -42,24 +42,35 @@ func rateLimited(l *ratelimit.Limiter, next http.Handler) http.Handler {
 // secureHeaders sets conservative security headers on every answer.
 func secureHeaders(next http.Handler, tls bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The keys are canonical, as Header.Set would make them, and the
+		// values share one allocation.
+		v := []string{"nosniff", "DENY", "no-referrer", "max-age=31536000"}
 		h := w.Header()
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("X-Frame-Options", "DENY")
-		h.Set("Referrer-Policy", "no-referrer")
+		h["X-Content-Type-Options"] = v[0:1:1]
+		h["X-Frame-Options"] = v[1:2:2]
+		h["Referrer-Policy"] = v[2:3:3]
 		if tls {
-			h.Set("Strict-Transport-Security", "max-age=31536000")
+			h["Strict-Transport-Security"] = v[3:4:4]
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// traceContext puts the request's traceparent in its context, for adapters
-// whose messages are made far from the request (A2A, MCP).
-func traceContext(next http.Handler) http.Handler {
+// authenticated authenticates every request, answering an invalid token
+// with the error, and puts its principal in its context, with its
+// traceparent for adapters whose messages are made far from the request
+// (A2A, MCP): one derived request carries both.
+func authenticated(a *auth.Authenticator, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if tp := r.Header.Get("traceparent"); tp != "" {
-			r = r.WithContext(core.WithTraceParent(r.Context(), tp))
+		p, err := a.Authenticate(r)
+		if err != nil {
+			httperr.From(w, err)
+			return
 		}
-		next.ServeHTTP(w, r)
+		ctx := auth.With(r.Context(), p)
+		if tp := r.Header.Get("Traceparent"); tp != "" { // canonical key: Get need not allocate one
+			ctx = core.WithTraceParent(ctx, tp)
+		}
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }

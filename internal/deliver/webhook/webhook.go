@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/switchboard-hub/switchboard/internal/core"
@@ -61,12 +62,15 @@ func (d *Deliverer) Deliver(ctx context.Context, a *core.Agent, m *core.Message)
 	if err != nil {
 		return core.Delivery{Kind: core.OutcomeRetry, Err: fmt.Errorf("build request: %w", err)}
 	}
-	req.Header.Set("Content-Type", ctype)
-	req.Header.Set("User-Agent", d.UserAgent)
-	req.Header.Set("X-Switchboard-Message-Id", m.ID)
-	req.Header.Set("X-Switchboard-Attempt", fmt.Sprint(m.Attempts+1))
+	// The keys are canonical, as Header.Set would make them, and the
+	// values share one allocation.
+	v := []string{ctype, d.UserAgent, m.ID, strconv.Itoa(m.Attempts + 1), m.TraceParent}
+	req.Header["Content-Type"] = v[0:1:1]
+	req.Header["User-Agent"] = v[1:2:2]
+	req.Header["X-Switchboard-Message-Id"] = v[2:3:3]
+	req.Header["X-Switchboard-Attempt"] = v[3:4:4]
 	if m.TraceParent != "" {
-		req.Header.Set("traceparent", m.TraceParent)
+		req.Header["Traceparent"] = v[4:5:5]
 	}
 	if d.Signer != nil {
 		if err := d.Signer.Sign(req, a, body); err != nil {
@@ -108,17 +112,19 @@ func Classify(status int, reply []byte) core.Delivery {
 	}
 	switch {
 	case status >= 200 && status < 300:
-		var ack struct {
-			Status string `json:"status"`
-			Code   int    `json:"code"`
-			Detail string `json:"detail"`
-		}
-		if json.Unmarshal(reply, &ack) == nil && ack.Status == "rejected" {
-			code := ack.Code
-			if code == 0 {
-				code = http.StatusUnprocessableEntity
+		if mayReject(reply) {
+			var ack struct {
+				Status string `json:"status"`
+				Code   int    `json:"code"`
+				Detail string `json:"detail"`
 			}
-			return core.Delivery{Kind: core.OutcomeRejected, Code: code, Reply: keep, Detail: ack.Detail}
+			if json.Unmarshal(reply, &ack) == nil && ack.Status == "rejected" {
+				code := ack.Code
+				if code == 0 {
+					code = http.StatusUnprocessableEntity
+				}
+				return core.Delivery{Kind: core.OutcomeRejected, Code: code, Reply: keep, Detail: ack.Detail}
+			}
 		}
 		return core.Delivery{Kind: core.OutcomeDelivered, Code: status, Reply: keep}
 	case status == http.StatusRequestTimeout || status == http.StatusTooEarly || status == http.StatusTooManyRequests || status >= 500:
@@ -126,4 +132,12 @@ func Classify(status int, reply []byte) core.Delivery {
 	default:
 		return core.Delivery{Kind: core.OutcomeRejected, Code: status, Reply: keep, Detail: fmt.Sprintf("receiver answered %d", status)}
 	}
+}
+
+// mayReject reports whether reply may decode to a "status" of "rejected",
+// so that the common acknowledgement is not decoded. A JSON string is
+// "rejected" only if the word appears in it literally or with some letter
+// escaped as \uXXXX.
+func mayReject(reply []byte) bool {
+	return bytes.Contains(reply, []byte("rejected")) || bytes.Contains(reply, []byte(`\u`))
 }

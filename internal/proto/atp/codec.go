@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/switchboard-hub/switchboard/internal/core"
 )
@@ -55,6 +56,9 @@ func PayloadToParts(payload json.RawMessage) ([]core.Part, error) {
 	if payload[0] != '{' {
 		return nil, fmt.Errorf("payload must be a JSON object: %w", core.ErrInvalid)
 	}
+	if s, ok := textOnly(payload); ok {
+		return []core.Part{{Kind: core.PartText, Text: s}}, nil
+	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(payload, &fields); err != nil {
 		return nil, fmt.Errorf("payload: %v: %w", err, core.ErrInvalid)
@@ -74,6 +78,76 @@ func PayloadToParts(payload json.RawMessage) ([]core.Part, error) {
 	return []core.Part{{Kind: core.PartData, Data: append(json.RawMessage(nil), payload...)}}, nil
 }
 
+// textOnly decodes the common payload {"text": "…"} without the general
+// decode of PayloadToParts, to the same text. It reports false for any
+// other payload, including one that is not valid JSON, which the general
+// decode then handles.
+func textOnly(payload []byte) (string, bool) {
+	rest, ok := bytes.CutPrefix(payload, []byte("{"))
+	if !ok {
+		return "", false
+	}
+	if rest, ok = bytes.CutPrefix(skipSpace(rest), []byte(`"text"`)); !ok {
+		return "", false
+	}
+	if rest, ok = bytes.CutPrefix(skipSpace(rest), []byte(":")); !ok {
+		return "", false
+	}
+	rest = skipSpace(rest)
+	n := stringLen(rest)
+	if n < 0 || string(skipSpace(rest[n:])) != "}" {
+		return "", false
+	}
+	return unquote(rest[:n])
+}
+
+// skipSpace drops the JSON white space that starts b.
+func skipSpace(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\n' || b[0] == '\r') {
+		b = b[1:]
+	}
+	return b
+}
+
+// stringLen returns the length of the JSON string that starts b, quotes
+// included, or -1 if b does not start with a whole one. It only finds the
+// closing quote: the string may still be invalid.
+func stringLen(b []byte) int {
+	if len(b) == 0 || b[0] != '"' {
+		return -1
+	}
+	for i := 1; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return -1
+}
+
+// unquote decodes the quoted JSON string q as encoding/json does,
+// reporting false if it is invalid.
+func unquote(q []byte) (string, bool) {
+	body := q[1 : len(q)-1]
+	plain := true // no escapes, no control characters
+	for _, c := range body {
+		if c < ' ' || c == '\\' {
+			plain = false
+			break
+		}
+	}
+	if plain && utf8.Valid(body) {
+		return string(body), true
+	}
+	var s string
+	if err := json.Unmarshal(q, &s); err != nil {
+		return "", false
+	}
+	return s, true
+}
+
 func validParts(ps []core.Part) bool {
 	if len(ps) == 0 {
 		return false
@@ -88,6 +162,11 @@ func validParts(ps []core.Part) bool {
 	return true
 }
 
+// textPayload is the payload of one text part.
+type textPayload struct {
+	Text string `json:"text"`
+}
+
 // PartsToPayload maps canonical parts to an ATP payload.
 func PartsToPayload(parts []core.Part) (json.RawMessage, error) {
 	if len(parts) == 1 {
@@ -96,7 +175,7 @@ func PartsToPayload(parts []core.Part) (json.RawMessage, error) {
 			return p.Data, nil
 		}
 		if p.Kind == core.PartText && len(p.Meta) == 0 {
-			return json.Marshal(map[string]string{"text": p.Text})
+			return json.Marshal(textPayload{Text: p.Text})
 		}
 	}
 	if len(parts) == 0 {

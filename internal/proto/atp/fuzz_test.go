@@ -109,3 +109,32 @@ func checkParts(t *testing.T, parts []core.Part) {
 		t.Fatalf("envelope does not marshal: %v", err)
 	}
 }
+
+// FuzzTextOnly checks the fast path of PayloadToParts against the general
+// decode: whatever payload textOnly accepts must be an object whose only
+// member is "text", holding the same string.
+func FuzzTextOnly(f *testing.F) {
+	for _, s := range []string{
+		`{"text":"hi"}`, `{ "text" : "a\"b\\c\u00e9\ud83d\ude00" }`, `{"text":"\u0000"}`, "{\"text\":\"\xff\"}",
+		"{\"text\":\"a\x01\"}", `{"text":"a"}x`, `{"text":"a","text":"b"}`, `{"Text":"a"}`, `{"text":1}`, `{"text":"a\"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		got, ok := textOnly(in)
+		if !ok {
+			return
+		}
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(in, &fields); err != nil {
+			t.Fatalf("textOnly accepted invalid JSON %q: %v", in, err)
+		}
+		var want string
+		if len(fields) != 1 || json.Unmarshal(fields["text"], &want) != nil {
+			t.Fatalf("textOnly accepted %q, not a text payload", in)
+		}
+		if got != want {
+			t.Fatalf("textOnly(%q) = %q, encoding/json says %q", in, got, want)
+		}
+	})
+}

@@ -343,7 +343,7 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 		httperr.From(w, err)
 		return
 	}
-	m.TraceParent = r.Header.Get("traceparent")
+	m.TraceParent = r.Header.Get("Traceparent") // canonical key: Get need not allocate one
 	res, err := s.relay.Send(r.Context(), m)
 	if err != nil {
 		if errors.Is(err, core.ErrUnknownReceiver) {
@@ -377,6 +377,9 @@ func (s *Server) checkAccess(ctx context.Context, m *core.Message) error {
 
 // waitParam reads ?wait_ms=, bounded by MaxWait.
 func (s *Server) waitParam(w http.ResponseWriter, r *http.Request) (time.Duration, bool) {
+	if r.URL.RawQuery == "" {
+		return 0, true // the usual send: no query to parse
+	}
 	v := r.URL.Query().Get("wait_ms")
 	if v == "" {
 		return 0, true

@@ -558,7 +558,7 @@ func (r *Relay) NotifyReceipt(id string) { r.notify(id) }
 // otherwise they stay queued, invisible to other pulls for visibility, until
 // Ack.
 func (r *Relay) Pull(ctx context.Context, agentID string, limit int, visibility time.Duration, autoAck bool) ([]*Message, error) {
-	if _, err := r.store.GetAgent(ctx, agentID); err != nil {
+	if _, err := r.Agent(ctx, agentID); err != nil {
 		return nil, err
 	}
 	if visibility <= 0 {

@@ -94,10 +94,43 @@ func (r *Relay) claimAndDeliver(ctx context.Context, free int, sem chan struct{}
 	return len(claims), nil
 }
 
+// maxRenewals bounds how many times in a row one delivery goroutine keeps a
+// busy lane before giving others their turn through a fresh claim.
+const maxRenewals = 16
+
 // deliverLane delivers a claimed lane's messages in order and records what
 // happened. A failed attempt stops the lane so later messages wait behind
-// the one being retried.
+// the one being retried. With a store that can renew claims, a lane that
+// is still busy is kept and its next messages delivered at once.
 func (r *Relay) deliverLane(ctx context.Context, c LaneClaim) {
+	renewer, _ := r.store.(LaneRenewer)
+	for round := 0; ; round++ {
+		res := r.attemptLane(ctx, c)
+		if renewer == nil || round >= maxRenewals || ctx.Err() != nil {
+			if err := r.store.Complete(context.WithoutCancel(ctx), r.cfg.Owner, []LaneResult{res}); err != nil {
+				r.log.Error("record delivery outcomes", "lane", c.Lane, "err", err)
+				return
+			}
+			r.published(c, res)
+			return
+		}
+		now := r.clock.Now()
+		next, err := renewer.CompleteRenew(context.WithoutCancel(ctx), r.cfg.Owner, res, now, now.Add(r.cfg.ClaimLease), r.cfg.PerLane)
+		if err != nil {
+			r.log.Error("record delivery outcomes", "lane", c.Lane, "err", err)
+			return
+		}
+		r.published(c, res)
+		if len(next) == 0 {
+			return
+		}
+		c = LaneClaim{Lane: c.Lane, Messages: next}
+	}
+}
+
+// attemptLane tries a claimed lane's messages in order and says what
+// happened, stopping at the first that must be retried.
+func (r *Relay) attemptLane(ctx context.Context, c LaneClaim) LaneResult {
 	res := LaneResult{Lane: c.Lane}
 	agent, err := r.Agent(ctx, c.Lane.Receiver)
 	now := r.clock.Now()
@@ -153,11 +186,7 @@ func (r *Relay) deliverLane(ctx context.Context, c LaneClaim) {
 			break
 		}
 	}
-	if err := r.store.Complete(context.WithoutCancel(ctx), r.cfg.Owner, []LaneResult{res}); err != nil {
-		r.log.Error("record delivery outcomes", "lane", c.Lane, "err", err)
-		return
-	}
-	r.published(c, res)
+	return res
 }
 
 // published emits events and wakes waiters for a completed lane.

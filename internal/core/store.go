@@ -174,6 +174,18 @@ type Store interface {
 	Close() error
 }
 
+// LaneRenewer is an optional Store capability used by the scheduler: one
+// write records a claimed lane's outcomes and, when the lane stays busy,
+// renews the claim with its next messages, sparing a separate claim.
+type LaneRenewer interface {
+	// CompleteRenew records res as Complete does. Unless res parks the lane
+	// or holds it for a retry (NextAt set), and while owner still holds the
+	// lane, it renews the claim until claimUntil and returns up to perLane
+	// of the lane's queued messages that are claimable at now, in order;
+	// with none it releases the lane and returns none.
+	CompleteRenew(ctx context.Context, owner string, res LaneResult, now, claimUntil time.Time, perLane int) ([]*Message, error)
+}
+
 // Record is a versioned document in a RecordStore.
 type Record struct {
 	Kind string

@@ -89,8 +89,12 @@ func (s *Store) Accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 		}
 		seq, _ := out.LastInsertId()
 		if queued {
+			// A lane is kept when it empties (purge drops idle ones); an
+			// empty lane starts afresh: due now and not parked.
 			if _, err := tx.ExecContext(ctx, `INSERT INTO lanes(receiver, sender, pending, next_at) VALUES (?,?,1,?)
-				ON CONFLICT(receiver, sender) DO UPDATE SET pending = pending + 1`,
+				ON CONFLICT(receiver, sender) DO UPDATE SET pending = pending + 1,
+				parked = CASE WHEN pending <= 0 THEN 0 ELSE parked END,
+				next_at = CASE WHEN pending <= 0 THEN excluded.next_at ELSE next_at END`,
 				m.Receiver, m.Sender, ts(m.ReceivedAt)); err != nil {
 				return fmt.Errorf("sqlite: update lane: %w", err)
 			}
@@ -110,6 +114,9 @@ func (s *Store) Accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 			}
 		}
 		m.Seq = seq
+		if queued {
+			tx.afterCommit(func() { tx.s.cache.put(m) })
+		}
 		res = core.AcceptResult{Receipt: *r}
 		return nil
 	})
@@ -142,6 +149,38 @@ func scanReceipt(sc interface{ Scan(...any) error }) (*core.Receipt, error) {
 }
 
 const messageCols = "body, seq, attempts, expires_at"
+
+// queuedCols is messageCols with the id first, for the cache.
+const queuedCols = "id, body, seq, attempts, expires_at"
+
+// scanQueued reads rows of queuedCols, taking bodies from the cache when
+// it has them.
+func (s *Store) scanQueued(rows *sql.Rows, err error) ([]*core.Message, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*core.Message
+	for rows.Next() {
+		var id string
+		var body sql.RawBytes
+		var seq, exp int64
+		var attempts int
+		if err := rows.Scan(&id, &body, &seq, &attempts, &exp); err != nil {
+			return nil, err
+		}
+		m := s.cache.get(id, seq)
+		if m == nil {
+			m = new(core.Message)
+			if err := json.Unmarshal(body, m); err != nil {
+				return nil, fmt.Errorf("sqlite: decode message: %w", err)
+			}
+		}
+		m.Seq, m.Attempts, m.ExpiresAt = seq, attempts, tm(exp)
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
 
 func scanMessage(sc interface{ Scan(...any) error }) (*core.Message, error) {
 	var body []byte
@@ -236,11 +275,9 @@ func (s *Store) Claim(ctx context.Context, now, claimUntil time.Time, owner stri
 		}
 		rows.Close()
 		for _, l := range lanes {
-			ms, err := scanMessages(tx.QueryContext(ctx, "SELECT "+messageCols+` FROM messages
-				WHERE state = 0 AND receiver = ? AND sender = ? AND claim_until <= ? ORDER BY seq LIMIT ?`,
-				l.Receiver, l.Sender, ts(now), perLane))
+			ms, err := s.claimable(ctx, tx, l, now, perLane)
 			if err != nil {
-				return fmt.Errorf("sqlite: claim lane: %w", err)
+				return err
 			}
 			if len(ms) == 0 {
 				// The lane's messages are all leased to a puller.
@@ -258,6 +295,67 @@ func (s *Store) Claim(ctx context.Context, now, claimUntil time.Time, owner stri
 		return nil
 	})
 	return out, err
+}
+
+// claimable reads up to perLane of a lane's queued messages that no puller
+// holds at now, in order.
+func (s *Store) claimable(ctx context.Context, tx *wtx, l core.Lane, now time.Time, perLane int) ([]*core.Message, error) {
+	ms, err := s.scanQueued(tx.QueryContext(ctx, "SELECT "+queuedCols+` FROM messages
+		WHERE state = 0 AND receiver = ? AND sender = ? AND claim_until <= ? ORDER BY seq LIMIT ?`,
+		l.Receiver, l.Sender, ts(now), perLane))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: claim lane: %w", err)
+	}
+	return ms, nil
+}
+
+// CompleteRenew implements core.LaneRenewer: one write records the lane's
+// outcomes and either keeps it claimed with its next messages or releases
+// it.
+func (s *Store) CompleteRenew(ctx context.Context, owner string, lr core.LaneResult, now, claimUntil time.Time, perLane int) ([]*core.Message, error) {
+	if lr.Park || !lr.NextAt.IsZero() {
+		return nil, s.Complete(ctx, owner, []core.LaneResult{lr})
+	}
+	var next []*core.Message
+	err := s.write(ctx, func(tx *wtx) error {
+		next = nil
+		ended := 0
+		for _, o := range lr.Outcomes {
+			n, err := applyOutcome(ctx, tx, o)
+			if err != nil {
+				return err
+			}
+			ended += n
+		}
+		ms, err := s.claimable(ctx, tx, lr.Lane, now, perLane)
+		if err != nil {
+			return err
+		}
+		until := int64(0) // release
+		if len(ms) > 0 {
+			until = ts(claimUntil)
+		}
+		// Only the lane's owner renews or releases it; a lane whose claim
+		// lapsed and went to another owner keeps that owner's claim.
+		var holder string
+		err = tx.QueryRowContext(ctx, `UPDATE lanes SET pending = pending - ?,
+			next_at = CASE WHEN owner = ? THEN ? ELSE next_at END,
+			claim_until = CASE WHEN owner = ? THEN ? ELSE claim_until END,
+			owner = CASE WHEN owner = ? AND ? = 0 THEN '' ELSE owner END
+			WHERE receiver = ? AND sender = ? RETURNING owner`,
+			ended, owner, ts(now), owner, until, owner, until, lr.Lane.Receiver, lr.Lane.Sender).Scan(&holder)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("sqlite: renew lane: %w", err)
+		}
+		if holder == owner {
+			next = ms
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return next, nil
 }
 
 // Complete implements core.Store.
@@ -285,20 +383,9 @@ func (s *Store) Complete(ctx context.Context, owner string, results []core.LaneR
 				ended, owner, ts(lr.NextAt), owner, parked, owner, owner, lr.Lane.Receiver, lr.Lane.Sender); err != nil {
 				return fmt.Errorf("sqlite: release lane: %w", err)
 			}
-			if err := dropEmptyLane(ctx, tx, lr.Lane); err != nil {
-				return err
-			}
 		}
 		return nil
 	})
-}
-
-func dropEmptyLane(ctx context.Context, tx *wtx, l core.Lane) error {
-	if _, err := tx.ExecContext(ctx, "DELETE FROM lanes WHERE receiver = ? AND sender = ? AND pending <= 0 AND claim_until = 0",
-		l.Receiver, l.Sender); err != nil {
-		return fmt.Errorf("sqlite: drop lane: %w", err)
-	}
-	return nil
 }
 
 // applyOutcome records one outcome; it returns 1 when the message ended.
@@ -335,6 +422,7 @@ func applyOutcome(ctx context.Context, tx *wtx, o core.Outcome) (int, error) {
 		return 0, fmt.Errorf("sqlite: record outcome: %w", err)
 	}
 	n, _ := res.RowsAffected()
+	tx.afterCommit(func() { tx.s.cache.drop(o.MessageID) })
 	return int(n), nil
 }
 
@@ -380,15 +468,17 @@ func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int) ([]*cor
 			if _, err := tx.ExecContext(ctx, "UPDATE lanes SET pending = pending - 1 WHERE receiver = ? AND sender = ?", r.lane.Receiver, r.lane.Sender); err != nil {
 				return fmt.Errorf("sqlite: expire: %w", err)
 			}
-			if err := dropEmptyLane(ctx, tx, r.lane); err != nil {
-				return err
-			}
 			rc, err := scanReceipt(tx.QueryRowContext(ctx, "SELECT "+receiptCols+" FROM messages WHERE seq = ?", r.seq))
 			if err != nil {
 				return fmt.Errorf("sqlite: expire: %w", err)
 			}
 			out = append(out, rc)
 		}
+		tx.afterCommit(func() {
+			for _, rc := range out {
+				tx.s.cache.drop(rc.MessageID)
+			}
+		})
 		return nil
 	})
 	return out, err
@@ -419,65 +509,84 @@ func (s *Store) QueueDepth(ctx context.Context, receiver string) (int, error) {
 func (s *Store) Pull(ctx context.Context, receiver string, now, visibleAt time.Time, limit int, autoAck bool) ([]*core.Message, error) {
 	var out []*core.Message
 	err := s.write(ctx, func(tx *wtx) error {
-		ms, err := scanMessages(tx.QueryContext(ctx, "SELECT "+messageCols+` FROM messages
+		ms, err := s.scanQueued(tx.QueryContext(ctx, "SELECT "+queuedCols+` FROM messages
 			WHERE state = 0 AND receiver = ? AND claim_until <= ? AND expires_at > ? ORDER BY seq LIMIT ?`,
 			receiver, ts(now), ts(now), lim(limit)))
 		if err != nil {
 			return fmt.Errorf("sqlite: pull: %w", err)
 		}
-		for _, m := range ms {
-			if autoAck {
-				if _, err := endPulled(ctx, tx, m.ID, receiver, now, "pulled"); err != nil {
-					return err
-				}
-				continue
+		out = ms
+		if len(ms) == 0 {
+			return nil
+		}
+		if autoAck {
+			ids := make([]string, len(ms))
+			for i, m := range ms {
+				ids[i] = m.ID
 			}
-			if _, err := tx.ExecContext(ctx, `UPDATE messages SET claim_until = ?, attempts = attempts + 1, updated_at = ?, `+appendHistory+` WHERE seq = ?`,
-				ts(visibleAt), ts(now), event(now, core.StatusQueued, "pulled, awaiting ack"), m.Seq); err != nil {
-				return fmt.Errorf("sqlite: pull: %w", err)
-			}
+			_, err := endPulled(ctx, tx, receiver, ids, now, "pulled")
+			return err
+		}
+		seqs := make([]int64, len(ms))
+		for i, m := range ms {
+			seqs[i] = m.Seq
 			m.Attempts++
 		}
-		out = ms
+		list, _ := json.Marshal(seqs)
+		if _, err := tx.ExecContext(ctx, `UPDATE messages SET claim_until = ?, attempts = attempts + 1, updated_at = ?, `+appendHistory+`
+			WHERE seq IN (SELECT value FROM json_each(?))`,
+			ts(visibleAt), ts(now), event(now, core.StatusQueued, "pulled, awaiting ack"), string(list)); err != nil {
+			return fmt.Errorf("sqlite: pull: %w", err)
+		}
 		return nil
 	})
 	return out, err
 }
 
-// endPulled marks a pulled message delivered and updates its lane.
-func endPulled(ctx context.Context, tx *wtx, id, receiver string, now time.Time, detail string) (int, error) {
-	var sender string
-	err := tx.QueryRowContext(ctx, "SELECT sender FROM messages WHERE id = ? AND receiver = ? AND state = 0", id, receiver).Scan(&sender)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
-	}
+// endPulled marks the receiver's queued messages among ids delivered, in
+// one statement, and updates their lanes; it returns how many it ended.
+func endPulled(ctx context.Context, tx *wtx, receiver string, ids []string, now time.Time, detail string) (int, error) {
+	list, err := json.Marshal(ids)
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: ack: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE messages SET state = 1, status = 'delivered', attempts = MAX(attempts, 1), updated_at = ?, claim_until = 0, `+appendHistory+` WHERE id = ?`,
-		ts(now), event(now, core.StatusDelivered, detail), id); err != nil {
+	rows, err := tx.QueryContext(ctx, `UPDATE messages SET state = 1, status = 'delivered', attempts = MAX(attempts, 1), updated_at = ?, claim_until = 0, `+appendHistory+`
+		WHERE id IN (SELECT value FROM json_each(?)) AND receiver = ? AND state = 0 RETURNING sender`,
+		ts(now), event(now, core.StatusDelivered, detail), string(list), receiver)
+	if err != nil {
 		return 0, fmt.Errorf("sqlite: ack: %w", err)
 	}
-	l := core.Lane{Receiver: receiver, Sender: sender}
-	if _, err := tx.ExecContext(ctx, "UPDATE lanes SET pending = pending - 1 WHERE receiver = ? AND sender = ?", l.Receiver, l.Sender); err != nil {
+	ended := map[string]int{}
+	n := 0
+	for rows.Next() {
+		var sender string
+		if err := rows.Scan(&sender); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("sqlite: ack: %w", err)
+		}
+		ended[sender]++
+		n++
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
 		return 0, fmt.Errorf("sqlite: ack: %w", err)
 	}
-	return 1, dropEmptyLane(ctx, tx, l)
+	tx.afterCommit(func() { tx.s.cache.drop(ids...) })
+	for sender, k := range ended {
+		if _, err := tx.ExecContext(ctx, "UPDATE lanes SET pending = pending - ? WHERE receiver = ? AND sender = ?", k, receiver, sender); err != nil {
+			return 0, fmt.Errorf("sqlite: ack: %w", err)
+		}
+	}
+	return n, nil
 }
 
 // Ack implements core.Store.
 func (s *Store) Ack(ctx context.Context, receiver string, ids []string, now time.Time) (int, error) {
 	var n int
 	err := s.write(ctx, func(tx *wtx) error {
-		n = 0
-		for _, id := range ids {
-			k, err := endPulled(ctx, tx, id, receiver, now, "acknowledged")
-			if err != nil {
-				return err
-			}
-			n += k
-		}
-		return nil
+		var err error
+		n, err = endPulled(ctx, tx, receiver, ids, now, "acknowledged")
+		return err
 	})
 	return n, err
 }
@@ -529,7 +638,8 @@ func (s *Store) Replay(ctx context.Context, id string, now, expiresAt time.Time)
 			return fmt.Errorf("sqlite: replay: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO lanes(receiver, sender, pending, next_at) VALUES (?,?,1,?)
-			ON CONFLICT(receiver, sender) DO UPDATE SET pending = pending + 1, parked = 0`, l.Receiver, l.Sender, ts(now)); err != nil {
+			ON CONFLICT(receiver, sender) DO UPDATE SET pending = pending + 1, parked = 0,
+			next_at = CASE WHEN pending <= 0 THEN excluded.next_at ELSE next_at END`, l.Receiver, l.Sender, ts(now)); err != nil {
 			return fmt.Errorf("sqlite: replay: %w", err)
 		}
 		out, err = scanReceipt(tx.QueryRowContext(ctx, "SELECT "+receiptCols+" FROM messages WHERE id = ?", id))
@@ -547,6 +657,10 @@ func (s *Store) PurgeBefore(ctx context.Context, t time.Time, limit int) (int, e
 			return fmt.Errorf("sqlite: purge: %w", err)
 		}
 		n, _ = res.RowsAffected()
+		// Lanes are kept while they empty and refill; drop the idle ones.
+		if _, err := tx.ExecContext(ctx, "DELETE FROM lanes WHERE pending <= 0 AND claim_until = 0"); err != nil {
+			return fmt.Errorf("sqlite: purge lanes: %w", err)
+		}
 		return nil
 	})
 	return int(n), err

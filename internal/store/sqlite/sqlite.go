@@ -56,6 +56,7 @@ type Store struct {
 	// goroutine touches it.
 	unprepared map[string]struct{}
 	rstmts     sync.Map // query → *sql.Stmt prepared on the readers
+	cache      *msgCache
 }
 
 // wtx is a write transaction whose statements are prepared once and reused:
@@ -64,6 +65,20 @@ type Store struct {
 type wtx struct {
 	tx *sql.Tx
 	s  *Store
+	// committed runs after the transaction commits (never after a
+	// rollback): in-memory effects of the writes, such as the cache.
+	committed []func()
+	// bound holds the statements bound to tx so far (closed with it).
+	bound map[string]*sql.Stmt
+}
+
+// afterCommit runs f once the transaction has committed.
+func (w *wtx) afterCommit(f func()) { w.committed = append(w.committed, f) }
+
+func (w *wtx) runCommitted() {
+	for _, f := range w.committed {
+		f()
+	}
 }
 
 func (s *Store) stmt(ctx context.Context, cache *sync.Map, db *sql.DB, q string) (*sql.Stmt, error) {
@@ -81,38 +96,56 @@ func (s *Store) stmt(ctx context.Context, cache *sync.Map, db *sql.DB, q string)
 	return st, nil
 }
 
-// wstmt returns the writer's prepared statement for q, or nil the first
-// time q is seen: it is then run unprepared and prepared after the commit,
-// when the writer's one connection is free (database/sql reuses a DB-level
-// statement inside a transaction on the connection it was prepared on).
+// wstmt returns the writer's prepared statement for q bound to this
+// transaction, or nil the first time q is seen: it is then run unprepared
+// and prepared after the commit, when the writer's one connection is free
+// (database/sql reuses a DB-level statement inside a transaction on the
+// connection it was prepared on).
 func (w *wtx) wstmt(q string) *sql.Stmt {
-	if st, ok := w.s.wstmts.Load(q); ok {
-		return st.(*sql.Stmt)
+	if st, ok := w.bound[q]; ok {
+		return st
 	}
-	w.s.unprepared[q] = struct{}{}
-	return nil
+	st, ok := w.s.wstmts.Load(q)
+	if !ok {
+		w.s.unprepared[q] = struct{}{}
+		return nil
+	}
+	if w.bound == nil {
+		w.bound = make(map[string]*sql.Stmt)
+	}
+	b := w.tx.StmtContext(context.Background(), st.(*sql.Stmt))
+	w.bound[q] = b
+	return b
 }
 
+// The writer's statements run with a context that never ends, whatever the
+// caller's: a queued write is committed or fails as a whole (see write),
+// and the driver would otherwise start a goroutine per statement to watch
+// for cancellation.
+
 // ExecContext runs a statement in the transaction.
-func (w *wtx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+func (w *wtx) ExecContext(_ context.Context, q string, args ...any) (sql.Result, error) {
+	ctx := context.Background()
 	if st := w.wstmt(q); st != nil {
-		return w.tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+		return st.ExecContext(ctx, args...)
 	}
 	return w.tx.ExecContext(ctx, q, args...)
 }
 
 // QueryContext runs a query in the transaction.
-func (w *wtx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+func (w *wtx) QueryContext(_ context.Context, q string, args ...any) (*sql.Rows, error) {
+	ctx := context.Background()
 	if st := w.wstmt(q); st != nil {
-		return w.tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+		return st.QueryContext(ctx, args...)
 	}
 	return w.tx.QueryContext(ctx, q, args...)
 }
 
 // QueryRowContext runs a one-row query in the transaction.
-func (w *wtx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+func (w *wtx) QueryRowContext(_ context.Context, q string, args ...any) *sql.Row {
+	ctx := context.Background()
 	if st := w.wstmt(q); st != nil {
-		return w.tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+		return st.QueryRowContext(ctx, args...)
 	}
 	return w.tx.QueryRowContext(ctx, q, args...)
 }
@@ -193,7 +226,7 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	}
 	rdb.SetMaxOpenConns(readers)
 	rdb.SetMaxIdleConns(readers)
-	s := &Store{wdb: wdb, rdb: rdb, unprepared: map[string]struct{}{}, ops: make(chan *op, maxBatch), quit: make(chan struct{})}
+	s := &Store{wdb: wdb, rdb: rdb, unprepared: map[string]struct{}{}, cache: newMsgCache(), ops: make(chan *op, maxBatch), quit: make(chan struct{})}
 	s.wg.Add(1)
 	go s.writer()
 	return s, nil
@@ -339,6 +372,7 @@ func (s *Store) commitTogether(batch []*op) bool {
 		}
 		return true
 	}
+	w.runCommitted()
 	for i, o := range batch {
 		o.err <- results[i]
 	}
@@ -353,7 +387,8 @@ func (s *Store) commitOne(o *op) {
 		o.err <- fmt.Errorf("sqlite: begin: %w", err)
 		return
 	}
-	if err := o.fn(&wtx{tx: tx, s: s}); err != nil {
+	w := &wtx{tx: tx, s: s}
+	if err := o.fn(w); err != nil {
 		_ = tx.Rollback()
 		o.err <- err
 		return
@@ -363,6 +398,7 @@ func (s *Store) commitOne(o *op) {
 		o.err <- fmt.Errorf("sqlite: commit: %w", err)
 		return
 	}
+	w.runCommitted()
 	o.err <- nil
 }
 

@@ -41,6 +41,8 @@ func Run(t *testing.T, open func(t *testing.T) core.Store) {
 		{"Accept", acceptCases},
 		{"Claim", claimCases},
 		{"Complete", completeCases},
+		{"Renew", renewCases},
+		{"Isolation", isolationCases},
 		{"Queue", queueCases},
 		{"Pull", pullCases},
 		{"DeadLetters", deadLetterCases},

@@ -1,14 +1,16 @@
 // Package bench is a load generator for ATP-compatible relays: concurrent
-// senders post messages to /atp/send while a local callback receiver counts
-// what the relay delivers, and the run reports throughput and latency
-// percentiles. It works against Switchboard and against any relay that
-// speaks the tutorial's ATP routes.
+// senders post messages to /atp/send while a receiver counts what the relay
+// delivers — by push to a local callback (the tutorial's routes, so any ATP
+// relay) or from Switchboard's live stream with batched acknowledgements —
+// and the run reports throughput and latency percentiles.
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -19,6 +21,16 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+)
+
+// Receive modes: how the benchmark's receiver gets its messages.
+const (
+	// ReceivePush registers a callback URL; the relay POSTs each message.
+	ReceivePush = "push"
+	// ReceiveStream holds GET /atp/stream/{id} open and acknowledges what
+	// it gets with POST /atp/ack in batches; a message counts as delivered
+	// when the relay has taken its acknowledgement.
+	ReceiveStream = "stream"
 )
 
 // Config is one benchmark run.
@@ -35,6 +47,7 @@ type Config struct {
 	Payload  int           // payload text size in bytes [64]
 	TTL      time.Duration // message TTL [60s]
 	Drain    time.Duration // how long to wait for deliveries after sending [30s]
+	Receive  string        // ReceivePush (default) or ReceiveStream
 	// Progress, when set, receives a line every half second.
 	Progress func(line string)
 }
@@ -42,6 +55,7 @@ type Config struct {
 // Result is what a run measured.
 type Result struct {
 	Senders        int           `json:"senders"`
+	Receive        string        `json:"receive"`
 	Hubs           []string      `json:"hubs"`
 	Duration       time.Duration `json:"duration_ns"`
 	Sent           int64         `json:"sent"`
@@ -64,9 +78,9 @@ type Result struct {
 // String formats a result for people.
 func (r Result) String() string {
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/1e6) }
-	return fmt.Sprintf("senders %d on %d hub(s), %v: sent %d, accepted %d (%.0f/s), delivered %d (%.0f/s), errors %d, duplicate deliveries %d\n"+
+	return fmt.Sprintf("senders %d on %d hub(s), receive by %s, %v: sent %d, accepted %d (%.0f/s), delivered %d (%.0f/s), errors %d, duplicate deliveries %d\n"+
 		"send latency p50 %s p90 %s p99 %s max %s; end-to-end p50 %s p99 %s",
-		r.Senders, len(r.Hubs), r.Duration.Round(time.Millisecond), r.Sent, r.Accepted, r.AcceptedPerSec, r.Delivered, r.DeliveredPerSec,
+		r.Senders, len(r.Hubs), r.Receive, r.Duration.Round(time.Millisecond), r.Sent, r.Accepted, r.AcceptedPerSec, r.Delivered, r.DeliveredPerSec,
 		r.Errors, r.Duplicates, ms(r.SendP50), ms(r.SendP90), ms(r.SendP99), ms(r.SendMax), ms(r.E2EP50), ms(r.E2EP99))
 }
 
@@ -80,26 +94,46 @@ type receiver struct {
 	received atomic.Int64
 }
 
+// ServeHTTP is the push receiver's callback.
 func (rv *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	var env struct {
 		MessageID string `json:"message_id"`
 	}
-	_ = json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&env)
-	rv.mu.Lock()
-	if rv.got[env.MessageID] {
-		rv.dups.Add(1)
-	} else {
-		rv.got[env.MessageID] = true
-		rv.received.Add(1)
-		if t, ok := rv.sentAt[env.MessageID]; ok {
-			rv.e2e = append(rv.e2e, now.Sub(t))
-		}
-		rv.last = now
-	}
-	rv.mu.Unlock()
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	_ = json.Unmarshal(body, &env)
+	rv.seen(env.MessageID, now, true)
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = io.WriteString(w, `{"status":"accepted"}`)
+}
+
+// seen records the arrival of message id at now; delivered says whether it
+// also counts as delivered (push) or waits for its acknowledgement
+// (stream). It reports whether the id is new.
+func (rv *receiver) seen(id string, now time.Time, delivered bool) bool {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	if rv.got[id] {
+		rv.dups.Add(1)
+		return false
+	}
+	rv.got[id] = true
+	if t, ok := rv.sentAt[id]; ok {
+		rv.e2e = append(rv.e2e, now.Sub(t))
+	}
+	if delivered {
+		rv.received.Add(1)
+		rv.last = now
+	}
+	return true
+}
+
+// acked counts n acknowledged stream deliveries.
+func (rv *receiver) acked(n int, now time.Time) {
+	rv.mu.Lock()
+	rv.received.Add(int64(n))
+	rv.last = now
+	rv.mu.Unlock()
 }
 
 // Run runs one benchmark.
@@ -118,6 +152,13 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	}
 	if c.Drain <= 0 {
 		c.Drain = 30 * time.Second
+	}
+	switch c.Receive {
+	case "":
+		c.Receive = ReceivePush
+	case ReceivePush, ReceiveStream:
+	default:
+		return Result{}, fmt.Errorf("receive mode %q: want %s or %s", c.Receive, ReceivePush, ReceiveStream)
 	}
 	hubs := append([]string(nil), c.Hubs...)
 	if len(hubs) == 0 {
@@ -159,10 +200,28 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		out, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, out, nil
 	}
-	code, body, err := post(ctx, hubs[0], "/atp/register", map[string]any{"agent_id": recvID, "callback_url": "http://" + ln.Addr().String() + "/atp/inbox",
-		"capabilities": []string{"bench"}, "lease_seconds": 3600})
+	reg := map[string]any{"agent_id": recvID, "capabilities": []string{"bench"}, "lease_seconds": 3600}
+	if c.Receive == ReceivePush {
+		reg["callback_url"] = "http://" + ln.Addr().String() + "/atp/inbox"
+	}
+	code, body, err := post(ctx, hubs[0], "/atp/register", reg)
 	if err != nil || code != http.StatusOK {
 		return Result{}, fmt.Errorf("register receiver: %d %s %v", code, body, err)
+	}
+	if c.Receive == ReceiveStream {
+		sctx, stop := context.WithCancel(ctx)
+		defer stop()
+		ready := make(chan error, 1)
+		go func() {
+			acks := &acker{post: post, hub: hubs[0], agent: recvID, rv: rv}
+			err := stream(sctx, hc, c.Token, hubs[0], recvID, rv, acks, ready)
+			if err != nil && sctx.Err() == nil && c.Progress != nil {
+				c.Progress("stream ended: " + err.Error())
+			}
+		}()
+		if err := <-ready; err != nil {
+			return Result{}, fmt.Errorf("open stream: %w", err)
+		}
 	}
 
 	text := strings.Repeat("x", c.Payload)
@@ -195,9 +254,9 @@ func Run(ctx context.Context, c Config) (Result, error) {
 				rv.mu.Lock()
 				rv.sentAt[id] = t0
 				rv.mu.Unlock()
-				code, _, err := post(ctx, hub, "/atp/send", map[string]any{"atp_version": "1.0", "message_id": id, "sender": sender,
-					"receiver": recvID, "type": "bench", "timestamp": float64(t0.UnixMicro()) / 1e6, "ttl_ms": c.TTL.Milliseconds(),
-					"payload": map[string]any{"text": text}})
+				code, _, err := post(ctx, hub, "/atp/send", envelope{ATPVersion: "1.0", MessageID: id, Sender: sender,
+					Receiver: recvID, Type: "bench", Timestamp: float64(t0.UnixMicro()) / 1e6, TTLMillis: c.TTL.Milliseconds(),
+					Payload: textPayload{Text: text}})
 				d := time.Since(t0)
 				if err != nil || code != http.StatusOK {
 					errs.Add(1)
@@ -228,7 +287,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	last := rv.last
 	rv.mu.Unlock()
 	sort.Slice(e2e, func(i, j int) bool { return e2e[i] < e2e[j] })
-	res := Result{Senders: c.Senders, Hubs: hubs, Duration: sendEnd.Sub(start), Sent: sent.Load(), Accepted: accepted.Load(), Errors: errs.Load(),
+	res := Result{Senders: c.Senders, Receive: c.Receive, Hubs: hubs, Duration: sendEnd.Sub(start), Sent: sent.Load(), Accepted: accepted.Load(), Errors: errs.Load(),
 		Delivered: rv.received.Load(), Duplicates: rv.dups.Load(),
 		SendP50: pct(all, 50), SendP90: pct(all, 90), SendP99: pct(all, 99), SendMax: pct(all, 100),
 		E2EP50: pct(e2e, 50), E2EP99: pct(e2e, 99)}
@@ -267,6 +326,124 @@ func progress(c Config, start time.Time, sent, accepted, delivered *atomic.Int64
 			bar := strings.Repeat("#", n) + strings.Repeat(".", 30-n)
 			c.Progress(fmt.Sprintf("[%s] %3.0f%% sent %d accepted %d delivered %d (%.0f/s)", bar, frac*100,
 				sent.Load(), accepted.Load(), delivered.Load(), float64(delivered.Load())/el.Seconds()))
+		}
+	}
+}
+
+// envelope is the ATP message the senders post.
+type envelope struct {
+	ATPVersion string      `json:"atp_version"`
+	MessageID  string      `json:"message_id"`
+	Sender     string      `json:"sender"`
+	Receiver   string      `json:"receiver"`
+	Type       string      `json:"type"`
+	Timestamp  float64     `json:"timestamp"`
+	TTLMillis  int64       `json:"ttl_ms"`
+	Payload    textPayload `json:"payload"`
+}
+
+type textPayload struct {
+	Text string `json:"text"`
+}
+
+// stream reads the receiver's live stream until ctx ends, recording each
+// message and handing its id to acks. ready gets nil once the stream is
+// open, or the error that kept it from opening.
+func stream(ctx context.Context, hc *http.Client, token, hub, agent string, rv *receiver, acks *acker, ready chan<- error) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, hub+"/atp/stream/"+agent, nil)
+	if err != nil {
+		ready <- err
+		return err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		ready <- err
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		err := fmt.Errorf("stream answered %d: %s", resp.StatusCode, b)
+		ready <- err
+		return err
+	}
+	ready <- nil
+	go acks.run(ctx)
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		// Each event carries the message id on its "id:" line.
+		if id, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
+			if rv.seen(id, time.Now(), false) {
+				acks.add(id)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// acker acknowledges stream deliveries in batches: whatever arrived while
+// the previous acknowledgement was in flight goes in the next one.
+type acker struct {
+	post  func(ctx context.Context, hub, path string, body any) (int, []byte, error)
+	hub   string
+	agent string
+	rv    *receiver
+
+	mu   sync.Mutex
+	ids  []string
+	wake chan struct{}
+	once sync.Once
+}
+
+func (a *acker) init() { a.once.Do(func() { a.wake = make(chan struct{}, 1) }) }
+
+func (a *acker) add(id string) {
+	a.init()
+	a.mu.Lock()
+	a.ids = append(a.ids, id)
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (a *acker) run(ctx context.Context) {
+	a.init()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.wake:
+		}
+		for {
+			a.mu.Lock()
+			ids := a.ids
+			a.ids = nil
+			a.mu.Unlock()
+			if len(ids) == 0 {
+				break
+			}
+			for len(ids) > 0 {
+				n := min(len(ids), 1000)
+				code, _, err := a.post(ctx, a.hub, "/atp/ack", map[string]any{"agent_id": a.agent, "message_ids": ids[:n]})
+				if err != nil || code != http.StatusOK {
+					if ctx.Err() != nil {
+						return
+					}
+					time.Sleep(50 * time.Millisecond) // unacknowledged: try again
+					continue
+				}
+				a.rv.acked(n, time.Now())
+				ids = ids[n:]
+			}
 		}
 	}
 }

@@ -17,8 +17,24 @@ const maxHistory = 64
 // appendHistory is the SQL expression that appends the JSON event in the
 // next parameter to the history column. At maxHistory events it drops the
 // second one, so the history keeps its first event (accepted) and the latest
-// ones, including the terminal event.
-var appendHistory = fmt.Sprintf("history = json_insert(CASE WHEN json_array_length(history) < %d THEN history ELSE json_remove(history, '$[1]') END, '$[#]', json(?))", maxHistory)
+// ones, including the terminal event. A history shorter than shortHistory
+// bytes has fewer than maxHistory-1 events (each takes more than
+// minEventBytes), so the event is spliced in as text; only longer ones are
+// parsed to count and trim them. The subquery names the one parameter for
+// both branches.
+var appendHistory = fmt.Sprintf(`history = (SELECT CASE
+	WHEN length(history) < %d THEN substr(history, 1, length(history) - 1) || CASE WHEN history = '[]' THEN '' ELSE ',' END || e.ev || ']'
+	ELSE json_insert(CASE WHEN json_array_length(history) < %d THEN history ELSE json_remove(history, '$[1]') END, '$[#]', json(e.ev)) END
+	FROM (SELECT ? AS ev) AS e)`, shortHistory, maxHistory)
+
+// minEventBytes is a lower bound on an event's JSON length: at least
+// {"at":"2006-01-02T15:04:05Z","status":"queued"} less a few letters of the
+// status.
+const minEventBytes = 40
+
+// shortHistory is a history length below which it surely has room for one
+// more event.
+const shortHistory = (maxHistory - 2) * minEventBytes
 
 func event(at time.Time, st core.Status, detail string) string {
 	b, _ := json.Marshal(core.ReceiptEvent{At: at, Status: st, Detail: detail})
@@ -327,29 +343,35 @@ func (s *Store) CompleteRenew(ctx context.Context, owner string, lr core.LaneRes
 			}
 			ended += n
 		}
+		// Only the lane's owner renews or releases it (a lane whose claim
+		// lapsed and went to another owner keeps that owner's claim). The
+		// owner keeps a lane that still has messages and releases an empty
+		// one; SET expressions see the row as it was.
+		var holder string
+		err := tx.QueryRowContext(ctx, `UPDATE lanes SET pending = pending - ?1,
+			next_at = CASE WHEN owner = ?2 THEN ?3 ELSE next_at END,
+			claim_until = CASE WHEN owner = ?2 THEN (CASE WHEN pending - ?1 > 0 THEN ?4 ELSE 0 END) ELSE claim_until END,
+			owner = CASE WHEN owner = ?2 AND pending - ?1 <= 0 THEN '' ELSE owner END
+			WHERE receiver = ?5 AND sender = ?6 RETURNING owner`,
+			ended, owner, ts(now), ts(claimUntil), lr.Lane.Receiver, lr.Lane.Sender).Scan(&holder)
+		if errors.Is(err, sql.ErrNoRows) || (err == nil && holder != owner) {
+			return nil // not ours (any more)
+		}
+		if err != nil {
+			return fmt.Errorf("sqlite: renew lane: %w", err)
+		}
 		ms, err := s.claimable(ctx, tx, lr.Lane, now, perLane)
 		if err != nil {
 			return err
 		}
-		until := int64(0) // release
-		if len(ms) > 0 {
-			until = ts(claimUntil)
+		if len(ms) == 0 {
+			// Its messages are all leased to a puller: release it.
+			if _, err := tx.ExecContext(ctx, "UPDATE lanes SET claim_until = 0, owner = '' WHERE receiver = ? AND sender = ? AND owner = ?",
+				lr.Lane.Receiver, lr.Lane.Sender, owner); err != nil {
+				return fmt.Errorf("sqlite: release lane: %w", err)
+			}
 		}
-		// Only the lane's owner renews or releases it; a lane whose claim
-		// lapsed and went to another owner keeps that owner's claim.
-		var holder string
-		err = tx.QueryRowContext(ctx, `UPDATE lanes SET pending = pending - ?,
-			next_at = CASE WHEN owner = ? THEN ? ELSE next_at END,
-			claim_until = CASE WHEN owner = ? THEN ? ELSE claim_until END,
-			owner = CASE WHEN owner = ? AND ? = 0 THEN '' ELSE owner END
-			WHERE receiver = ? AND sender = ? RETURNING owner`,
-			ended, owner, ts(now), owner, until, owner, until, lr.Lane.Receiver, lr.Lane.Sender).Scan(&holder)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("sqlite: renew lane: %w", err)
-		}
-		if holder == owner {
-			next = ms
-		}
+		next = ms
 		return nil
 	})
 	if err != nil {
@@ -551,7 +573,7 @@ func endPulled(ctx context.Context, tx *wtx, receiver string, ids []string, now 
 		return 0, fmt.Errorf("sqlite: ack: %w", err)
 	}
 	rows, err := tx.QueryContext(ctx, `UPDATE messages SET state = 1, status = 'delivered', attempts = MAX(attempts, 1), updated_at = ?, claim_until = 0, `+appendHistory+`
-		WHERE id IN (SELECT value FROM json_each(?)) AND receiver = ? AND state = 0 RETURNING sender`,
+		WHERE id IN (SELECT value FROM json_each(?)) AND +receiver = ? AND +state = 0 RETURNING sender`,
 		ts(now), event(now, core.StatusDelivered, detail), string(list), receiver)
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: ack: %w", err)

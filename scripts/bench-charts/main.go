@@ -1,5 +1,7 @@
-// Command bench-charts measures a relay at several sender concurrencies
-// with `switchboard bench --json` and draws the results as SVG charts
+// Command bench-charts measures a relay at several sender concurrencies,
+// for each way the receiver can take its messages (push to a callback, and
+// Switchboard's live stream with batched acknowledgements), with
+// `switchboard bench --json` and draws the results as SVG charts
 // (throughput, and send / end-to-end latency percentiles, against
 // concurrency) into docs/bench/.
 //
@@ -28,6 +30,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,7 +41,17 @@ import (
 // Run is one measured concurrency level.
 type Run struct {
 	Senders int          `json:"senders"`
+	Receive string       `json:"receive"`
 	Result  bench.Result `json:"result"`
+}
+
+// mode is a run's receive mode (results from before modes were recorded
+// are push).
+func (r Run) mode() string {
+	if r.Receive == "" {
+		return bench.ReceivePush
+	}
+	return r.Receive
 }
 
 // Report is docs/bench/results.json.
@@ -58,6 +71,7 @@ func main() {
 		hub      = flag.String("hub", "", "relay base URL to measure (default: start a fresh local hub per level)")
 		token    = flag.String("token", "", "bearer token for -hub")
 		levels   = flag.String("senders", "1,8,16,32,64,128", "comma-separated sender concurrencies")
+		receive  = flag.String("receive", "push,stream", "comma-separated receive modes to measure: push (callback), stream (/atp/stream with batched acks)")
 		duration = flag.Duration("duration", 5*time.Second, "how long each level sends")
 		payload  = flag.Int("payload", 64, "payload text size in bytes")
 		out      = flag.String("out", "docs/bench", "output directory")
@@ -74,13 +88,22 @@ func main() {
 		}
 		return
 	}
-	if err := run(ctx, *hub, *token, *levels, *duration, *payload, *out, *bin); err != nil {
+	if err := run(ctx, *hub, *token, *levels, *receive, *duration, *payload, *out, *bin); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-charts:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, hubURL, token, levels string, d time.Duration, payload int, out, bin string) error {
+func run(ctx context.Context, hubURL, token, levels, receive string, d time.Duration, payload int, out, bin string) error {
+	var modes []string
+	for _, f := range strings.Split(receive, ",") {
+		switch f = strings.TrimSpace(f); f {
+		case bench.ReceivePush, bench.ReceiveStream:
+			modes = append(modes, f)
+		default:
+			return fmt.Errorf("-receive: %q is not push or stream", f)
+		}
+	}
 	var senders []int
 	for _, f := range strings.Split(levels, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -109,22 +132,24 @@ func run(ctx context.Context, hubURL, token, levels string, d time.Duration, pay
 	if hubURL == "" {
 		rep.Target = "fresh local `switchboard serve` per level (auth on, embedded SQLite, fsync on)"
 	}
-	for _, n := range senders {
-		target, tok, stopHub := hubURL, token, func() {}
-		if hubURL == "" {
-			target, tok, stopHub, err = startHub(ctx, bin, filepath.Join(tmp, fmt.Sprintf("data-%d", n)))
-			if err != nil {
-				return err
+	for _, mode := range modes {
+		for _, n := range senders {
+			target, tok, stopHub := hubURL, token, func() {}
+			if hubURL == "" {
+				target, tok, stopHub, err = startHub(ctx, bin, filepath.Join(tmp, fmt.Sprintf("data-%s-%d", mode, n)))
+				if err != nil {
+					return err
+				}
 			}
+			fmt.Fprintf(os.Stderr, "%-6s senders %3d: ", mode, n)
+			res, err := benchOnce(ctx, bin, target, tok, mode, n, d, payload)
+			stopHub()
+			if err != nil {
+				return fmt.Errorf("%s, senders %d: %w", mode, n, err)
+			}
+			fmt.Fprintf(os.Stderr, "%.0f accepted/s, %.0f delivered/s, send p50 %.2fms p99 %.2fms\n", res.AcceptedPerSec, res.DeliveredPerSec, ms(res.SendP50), ms(res.SendP99))
+			rep.Runs = append(rep.Runs, Run{Senders: n, Receive: mode, Result: res})
 		}
-		fmt.Fprintf(os.Stderr, "senders %3d: ", n)
-		res, err := benchOnce(ctx, bin, target, tok, n, d, payload)
-		stopHub()
-		if err != nil {
-			return fmt.Errorf("senders %d: %w", n, err)
-		}
-		fmt.Fprintf(os.Stderr, "%.0f accepted/s, send p50 %.2fms p99 %.2fms\n", res.AcceptedPerSec, ms(res.SendP50), ms(res.SendP99))
-		rep.Runs = append(rep.Runs, Run{Senders: n, Result: res})
 	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
@@ -204,9 +229,9 @@ func startHub(ctx context.Context, bin, data string) (string, string, func(), er
 	return "", "", nil, fmt.Errorf("hub did not become ready: %s", logs.String())
 }
 
-func benchOnce(ctx context.Context, bin, hubURL, token string, senders int, d time.Duration, payload int) (bench.Result, error) {
+func benchOnce(ctx context.Context, bin, hubURL, token, mode string, senders int, d time.Duration, payload int) (bench.Result, error) {
 	args := []string{"bench", "--hub", hubURL, "--senders", strconv.Itoa(senders), "--duration", d.String(),
-		"--payload", strconv.Itoa(payload), "--json", "--quiet"}
+		"--payload", strconv.Itoa(payload), "--receive", mode, "--json", "--quiet"}
 	if token != "" {
 		args = append(args, "--token", token)
 	}
@@ -228,11 +253,11 @@ func benchOnce(ctx context.Context, bin, hubURL, token string, senders int, d ti
 
 func markdownTable(rep Report) string {
 	var b strings.Builder
-	b.WriteString("| senders | accepted/s | delivered/s | send p50 | send p90 | send p99 | end-to-end p50 | end-to-end p99 | errors |\n")
-	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| receive | senders | accepted/s | delivered/s | send p50 | send p90 | send p99 | end-to-end p50 | end-to-end p99 | errors |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rep.Runs {
 		x := r.Result
-		fmt.Fprintf(&b, "| %d | %.0f | %.0f | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %d |\n", r.Senders, x.AcceptedPerSec,
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %.0f | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %d |\n", r.mode(), r.Senders, x.AcceptedPerSec,
 			x.DeliveredPerSec, ms(x.SendP50), ms(x.SendP90), ms(x.SendP99), ms(x.E2EP50), ms(x.E2EP99), x.Errors)
 	}
 	return b.String()
@@ -248,32 +273,56 @@ type series struct {
 	values []float64
 }
 
-func throughputChart(rep Report) []byte {
-	var acc, del []float64
+// modes returns the receive modes in rep, in order of first appearance,
+// and the sender levels (those of the first mode).
+func modes(rep Report) ([]string, []int) {
+	var list []string
+	var levels []int
 	for _, r := range rep.Runs {
-		acc = append(acc, r.Result.AcceptedPerSec)
-		del = append(del, r.Result.DeliveredPerSec)
+		if !slices.Contains(list, r.mode()) {
+			list = append(list, r.mode())
+		}
+		if r.mode() == rep.Runs[0].mode() {
+			levels = append(levels, r.Senders)
+		}
 	}
-	return chart("Throughput against concurrency", "messages / second", rep, []series{
-		{name: "accepted/s (durable)", color: "#2f5bea", values: acc},
-		{name: "delivered/s (acknowledged by the receiver)", color: "#1f9d55", dashed: true, values: del},
-	})
+	return list, levels
+}
+
+// values picks one figure of each run of mode, in level order.
+func values(rep Report, mode string, f func(bench.Result) float64) []float64 {
+	var out []float64
+	for _, r := range rep.Runs {
+		if r.mode() == mode {
+			out = append(out, f(r.Result))
+		}
+	}
+	return out
+}
+
+// modeColor is each receive mode's colour in the charts.
+var modeColor = map[string]string{bench.ReceivePush: "#2f5bea", bench.ReceiveStream: "#1f9d55"}
+
+func throughputChart(rep Report) []byte {
+	list, levels := modes(rep)
+	var ss []series
+	for _, m := range list {
+		ss = append(ss,
+			series{name: m + ": accepted/s (durable)", color: modeColor[m], values: values(rep, m, func(r bench.Result) float64 { return r.AcceptedPerSec })},
+			series{name: m + ": delivered/s (acknowledged)", color: modeColor[m], dashed: true, values: values(rep, m, func(r bench.Result) float64 { return r.DeliveredPerSec })})
+	}
+	return chart("Throughput against concurrency", "messages / second", rep, levels, ss)
 }
 
 func latencyChart(rep Report) []byte {
-	var s50, s99, e50, e99 []float64
-	for _, r := range rep.Runs {
-		s50 = append(s50, ms(r.Result.SendP50))
-		s99 = append(s99, ms(r.Result.SendP99))
-		e50 = append(e50, ms(r.Result.E2EP50))
-		e99 = append(e99, ms(r.Result.E2EP99))
+	list, levels := modes(rep)
+	var ss []series
+	for _, m := range list {
+		ss = append(ss,
+			series{name: m + ": send p99 (until durable)", color: modeColor[m], values: values(rep, m, func(r bench.Result) float64 { return ms(r.SendP99) })},
+			series{name: m + ": end-to-end p99 (send → receiver)", color: modeColor[m], dashed: true, values: values(rep, m, func(r bench.Result) float64 { return ms(r.E2EP99) })})
 	}
-	return chart("Latency against concurrency", "milliseconds", rep, []series{
-		{name: "send p50 (until durable)", color: "#2f5bea", values: s50},
-		{name: "send p99", color: "#d0342c", values: s99},
-		{name: "end-to-end p50 (send → receiver)", color: "#2f5bea", dashed: true, values: e50},
-		{name: "end-to-end p99", color: "#d0342c", dashed: true, values: e99},
-	})
+	return chart("p99 latency against concurrency", "milliseconds", rep, levels, ss)
 }
 
 // niceMax rounds v up to 1, 2 or 5 times a power of ten and returns it
@@ -308,7 +357,7 @@ func fmtTick(v float64) string {
 
 // chart draws lines over categorical x positions (the sender counts,
 // evenly spaced: they double from level to level).
-func chart(title, yLabel string, rep Report, ss []series) []byte {
+func chart(title, yLabel string, rep Report, levels []int, ss []series) []byte {
 	const W, H = 760, 400
 	const left, right, top, bottom = 80, 24, 56, 110
 	pw, ph := float64(W-left-right), float64(H-top-bottom)
@@ -319,7 +368,7 @@ func chart(title, yLabel string, rep Report, ss []series) []byte {
 		}
 	}
 	ymax, step := niceMax(vmax * 1.05)
-	n := len(rep.Runs)
+	n := len(levels)
 	x := func(i int) float64 {
 		if n == 1 {
 			return left + pw/2
@@ -338,9 +387,9 @@ func chart(title, yLabel string, rep Report, ss []series) []byte {
 		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end" fill="#6b7385">%s</text>`+"\n", left-8, y(v)+4, fmtTick(v))
 	}
 	fmt.Fprintf(&b, `<text transform="translate(20 %.1f) rotate(-90)" text-anchor="middle" fill="#1d2330">%s</text>`+"\n", top+ph/2, esc(yLabel))
-	for i, r := range rep.Runs {
+	for i, l := range levels {
 		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#9aa1b1"/>`+"\n", x(i), x(i), top+ph, top+ph+5)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#1d2330">%d</text>`+"\n", x(i), top+ph+20, r.Senders)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#1d2330">%d</text>`+"\n", x(i), top+ph+20, l)
 	}
 	fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#9aa1b1"/>`+"\n", left, W-right, top+ph, top+ph)
 	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#1d2330">concurrent senders</text>`+"\n", left+pw/2, top+ph+40)
@@ -356,12 +405,12 @@ func chart(title, yLabel string, rep Report, ss []series) []byte {
 		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"%s/>`+"\n", strings.Join(pts, " "), s.color, dash)
 		for i, v := range s.values {
 			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"><title>%s at %d senders: %s</title></circle>`+"\n",
-				x(i), y(v), s.color, esc(s.name), rep.Runs[i].Senders, strconv.FormatFloat(v, 'f', 2, 64))
+				x(i), y(v), s.color, esc(s.name), levels[i], strconv.FormatFloat(v, 'f', 2, 64))
 		}
 	}
 	ly := float64(top) + ph + 62
 	for i, s := range ss {
-		lx := float64(left) + float64(i%2)*330
+		lx := float64(left) + float64(i%2)*340
 		yy := ly + float64(i/2)*20
 		dash := ""
 		if s.dashed {

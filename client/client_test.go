@@ -3,6 +3,8 @@ package client_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -155,5 +157,55 @@ func TestStream(t *testing.T) {
 	defer wcancel()
 	if rc, err := c.WaitReceipt(wctx, "s2"); err != nil || rc.Status != "delivered" {
 		t.Fatalf("acknowledged stream message: %+v %v", rc, err)
+	}
+}
+
+// TestStreamAcksEveryHandledMessage sends a burst over the stream: every
+// handled message ends delivered (acknowledged in batches), and one whose
+// handler failed comes again after the visibility timeout.
+func TestStreamAcksEveryHandledMessage(t *testing.T) {
+	_, base := hubtest.Start(t, hub.Options{Dev: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := client.New(base)
+	if _, err := c.Register(ctx, client.Registration{AgentID: "burst", Delivery: "stream"}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	go c.Stream(ctx, "burst", func(ctx context.Context, env *client.Envelope) (client.Reply, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen[env.MessageID]++
+		if env.MessageID == "b-fails-once" && seen[env.MessageID] == 1 {
+			return client.Reply{}, errors.New("not now")
+		}
+		return client.Reply{}, nil
+	}, 700*time.Millisecond)
+	ids := []string{"b-fails-once"}
+	for i := range 150 {
+		ids = append(ids, fmt.Sprintf("b-%d", i))
+	}
+	for _, id := range ids {
+		if _, err := c.Send(ctx, client.Message{MessageID: id, Sender: "x", Receiver: "burst", Type: "t"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer wcancel()
+	for _, id := range ids {
+		if rc, err := c.WaitReceipt(wctx, id); err != nil || rc.Status != "delivered" {
+			t.Fatalf("%s: %+v %v", id, rc, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if seen["b-fails-once"] != 2 {
+		t.Errorf("the failed message was handled %d times, want 2 (again after the visibility timeout)", seen["b-fails-once"])
+	}
+	for _, id := range ids[1:] {
+		if seen[id] != 1 {
+			t.Errorf("%s handled %d times, want once (acknowledged before its lease ended)", id, seen[id])
+		}
 	}
 }

@@ -2,13 +2,13 @@ package client
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 )
@@ -195,9 +195,11 @@ func (c *Client) PullLoop(ctx context.Context, agentID string, h HandlerFunc, vi
 }
 
 // Stream receives an agent's messages over a live server-sent event stream
-// (GET /atp/stream/{id}): each message is handled, then acknowledged; a
-// handler error leaves it to be delivered again after the visibility
-// timeout. The stream reconnects after errors until ctx ends.
+// (GET /atp/stream/{id}): each message is handled, then acknowledged (in
+// batches, while the stream goes on); a handler error, or an
+// acknowledgement that does not get through, leaves it to be delivered
+// again after the visibility timeout. The stream reconnects after errors
+// until ctx ends.
 func (c *Client) Stream(ctx context.Context, agentID string, h HandlerFunc, visibility time.Duration) error {
 	if visibility <= 0 {
 		visibility = 30 * time.Second
@@ -246,21 +248,22 @@ func (c *Client) streamOnce(ctx context.Context, agentID string, h HandlerFunc, 
 		_ = json.Unmarshal(b, e)
 		return e
 	}
+	acks := c.startAcker(ctx, agentID)
+	defer acks.flush()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
 	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "data: ") {
+		line := sc.Bytes()
+		data, ok := bytes.CutPrefix(line, []byte("data: "))
+		if !ok {
 			continue
 		}
 		var env Envelope
-		if err := json.Unmarshal([]byte(line[len("data: "):]), &env); err != nil {
+		if err := json.Unmarshal(data, &env); err != nil {
 			continue
 		}
 		if _, err := h(ctx, &env); err == nil {
-			if _, err := c.Ack(ctx, agentID, env.MessageID); err != nil && ctx.Err() == nil {
-				return err
-			}
+			acks.add(env.MessageID)
 		}
 	}
 	return sc.Err()

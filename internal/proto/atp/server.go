@@ -611,6 +611,9 @@ func (s *Server) ack(w http.ResponseWriter, r *http.Request) {
 // POST /atp/ack, so a dropped stream loses nothing. Whichever hub instance
 // holds the stream feeds it; a message accepted on another instance wakes it
 // through the store's notifications.
+// pullBatch is how many messages a stream takes from the queue at a time.
+const pullBatch = 100
+
 func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if err := auth.ActAs(r.Context(), id); err != nil {
@@ -640,7 +643,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	defer keep.Stop()
 	for {
 		due := s.relay.Due() // before pulling, so no wake-up is missed
-		ms, err := s.relay.Pull(ctx, id, 100, vis, false)
+		ms, err := s.relay.Pull(ctx, id, pullBatch, vis, false)
 		if err != nil {
 			return
 		}
@@ -654,8 +657,12 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		}
 		if len(ms) > 0 {
 			fl.Flush()
-			continue
 		}
+		if len(ms) == pullBatch {
+			continue // there may be more at once
+		}
+		// Fewer than a full batch: what was claimable has been sent, and
+		// anything accepted since the pull has closed due already.
 		select {
 		case <-ctx.Done():
 			return

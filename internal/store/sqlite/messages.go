@@ -335,20 +335,16 @@ func (s *Store) CompleteRenew(ctx context.Context, owner string, lr core.LaneRes
 	var next []*core.Message
 	err := s.write(ctx, func(tx *wtx) error {
 		next = nil
-		ended := 0
-		for _, o := range lr.Outcomes {
-			n, err := applyOutcome(ctx, tx, o)
-			if err != nil {
-				return err
-			}
-			ended += n
+		ended, err := applyOutcomes(ctx, tx, lr.Outcomes)
+		if err != nil {
+			return err
 		}
 		// Only the lane's owner renews or releases it (a lane whose claim
 		// lapsed and went to another owner keeps that owner's claim). The
 		// owner keeps a lane that still has messages and releases an empty
 		// one; SET expressions see the row as it was.
 		var holder string
-		err := tx.QueryRowContext(ctx, `UPDATE lanes SET pending = pending - ?1,
+		err = tx.QueryRowContext(ctx, `UPDATE lanes SET pending = pending - ?1,
 			next_at = CASE WHEN owner = ?2 THEN ?3 ELSE next_at END,
 			claim_until = CASE WHEN owner = ?2 THEN (CASE WHEN pending - ?1 > 0 THEN ?4 ELSE 0 END) ELSE claim_until END,
 			owner = CASE WHEN owner = ?2 AND pending - ?1 <= 0 THEN '' ELSE owner END
@@ -384,13 +380,9 @@ func (s *Store) CompleteRenew(ctx context.Context, owner string, lr core.LaneRes
 func (s *Store) Complete(ctx context.Context, owner string, results []core.LaneResult) error {
 	return s.write(ctx, func(tx *wtx) error {
 		for _, lr := range results {
-			ended := 0
-			for _, o := range lr.Outcomes {
-				n, err := applyOutcome(ctx, tx, o)
-				if err != nil {
-					return err
-				}
-				ended += n
+			ended, err := applyOutcomes(ctx, tx, lr.Outcomes)
+			if err != nil {
+				return err
 			}
 			parked := 0
 			if lr.Park {
@@ -408,6 +400,19 @@ func (s *Store) Complete(ctx context.Context, owner string, results []core.LaneR
 		}
 		return nil
 	})
+}
+
+// applyOutcomes records outcomes and returns how many messages ended.
+func applyOutcomes(ctx context.Context, tx *wtx, outs []core.Outcome) (int, error) {
+	ended := 0
+	for _, o := range outs {
+		n, err := applyOutcome(ctx, tx, o)
+		if err != nil {
+			return 0, err
+		}
+		ended += n
+	}
+	return ended, nil
 }
 
 // applyOutcome records one outcome; it returns 1 when the message ended.

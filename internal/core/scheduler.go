@@ -106,16 +106,14 @@ func (r *Relay) deliverLane(ctx context.Context, c LaneClaim) {
 	renewer, _ := r.store.(LaneRenewer)
 	for round := 0; ; round++ {
 		res := r.attemptLane(ctx, c)
-		if renewer == nil || round >= maxRenewals || ctx.Err() != nil {
-			if err := r.store.Complete(context.WithoutCancel(ctx), r.cfg.Owner, []LaneResult{res}); err != nil {
-				r.log.Error("record delivery outcomes", "lane", c.Lane, "err", err)
-				return
-			}
-			r.published(c, res)
-			return
+		var next []*Message
+		var err error
+		if renewer != nil && round < maxRenewals && ctx.Err() == nil {
+			now := r.clock.Now()
+			next, err = renewer.CompleteRenew(context.WithoutCancel(ctx), r.cfg.Owner, res, now, now.Add(r.cfg.ClaimLease), r.cfg.PerLane)
+		} else {
+			err = r.store.Complete(context.WithoutCancel(ctx), r.cfg.Owner, []LaneResult{res})
 		}
-		now := r.clock.Now()
-		next, err := renewer.CompleteRenew(context.WithoutCancel(ctx), r.cfg.Owner, res, now, now.Add(r.cfg.ClaimLease), r.cfg.PerLane)
 		if err != nil {
 			r.log.Error("record delivery outcomes", "lane", c.Lane, "err", err)
 			return

@@ -217,9 +217,17 @@ func TestTaskFollowsRelay(t *testing.T) {
 	if env == nil {
 		t.Fatal("the worker never got the message")
 	}
-	_, v0 := rpc(t, base+"/a2a/async", "1.0", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"`+task["id"].(string)+`"}}`)
-	if st := result(t, v0)["status"].(map[string]any)["state"]; st != "TASK_STATE_WORKING" {
-		t.Fatalf("async task state %v, want working once delivered", st)
+	// The worker has the message; the hub records the delivery once the
+	// worker's answer is in, so the task turns working shortly after.
+	var state any
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		_, v0 := rpc(t, base+"/a2a/async", "1.0", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"`+task["id"].(string)+`"}}`)
+		if state = result(t, v0)["status"].(map[string]any)["state"]; state == "TASK_STATE_WORKING" {
+			break
+		}
+	}
+	if state != "TASK_STATE_WORKING" {
+		t.Fatalf("async task state %v, want working once delivered", state)
 	}
 	meta := env["metadata"].(map[string]any)
 	if meta["a2a_task_id"] != task["id"] || meta["a2a_context_id"] != task["contextId"] {

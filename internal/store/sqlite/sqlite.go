@@ -285,27 +285,94 @@ func (s *Store) write(ctx context.Context, fn func(tx *wtx) error) error {
 
 func (s *Store) writer() {
 	defer s.wg.Done()
-	batch := make([]*op, 0, maxBatch)
+	b := batcher{ops: s.ops, quit: s.quit, linger: lingerFor}
 	for {
-		batch = batch[:0]
-		select {
-		case o := <-s.ops:
-			batch = append(batch, o)
-		case <-s.quit:
+		batch, open := b.next()
+		if len(batch) > 0 {
+			s.commit(batch)
+		}
+		if !open {
 			s.drain()
 			return
 		}
-	fill:
-		for len(batch) < maxBatch {
+	}
+}
+
+// Group commit under load: a commit answers every request in its batch at
+// once, and those callers come straight back with their next request. When
+// the last batch was busy (at least lingerAfter requests) and this one is
+// still small (under lingerBelow), the writer waits up to lingerFor for
+// them before paying for the fsync, so one fsync serves more requests.
+// An idle hub never waits: a lone request after a quiet spell commits at
+// once.
+const (
+	lingerAfter = 8
+	lingerBelow = 32
+	lingerFor   = 300 * time.Microsecond
+)
+
+// batcher gathers the writer's requests into batches.
+type batcher struct {
+	ops    <-chan *op
+	quit   <-chan struct{}
+	linger time.Duration
+
+	batch []*op
+	last  int // size of the previous batch
+	timer *time.Timer
+}
+
+// next blocks for a request and returns it with those queued behind it
+// (up to maxBatch), lingering as described above. open is false once quit
+// is closed; the batch then holds what was gathered before (to commit).
+func (b *batcher) next() (batch []*op, open bool) {
+	if b.batch == nil {
+		b.batch = make([]*op, 0, maxBatch)
+	}
+	batch = b.batch[:0]
+	select {
+	case o := <-b.ops:
+		batch = append(batch, o)
+	case <-b.quit:
+		return batch, false
+	}
+	batch = b.fill(batch)
+	if b.last >= lingerAfter && len(batch) < lingerBelow && b.linger > 0 {
+		if b.timer == nil {
+			b.timer = time.NewTimer(b.linger)
+		} else {
+			b.timer.Reset(b.linger)
+		}
+	wait:
+		for len(batch) < lingerBelow {
 			select {
-			case o := <-s.ops:
-				batch = append(batch, o)
-			default:
-				break fill
+			case o := <-b.ops:
+				batch = b.fill(append(batch, o))
+			case <-b.timer.C:
+				break wait
+			case <-b.quit:
+				b.timer.Stop()
+				b.last = len(batch)
+				return batch, false
 			}
 		}
-		s.commit(batch)
+		b.timer.Stop()
 	}
+	b.last = len(batch)
+	return batch, true
+}
+
+// fill appends the requests already queued, without waiting.
+func (b *batcher) fill(batch []*op) []*op {
+	for len(batch) < maxBatch {
+		select {
+		case o := <-b.ops:
+			batch = append(batch, o)
+		default:
+			return batch
+		}
+	}
+	return batch
 }
 
 // classify marks "disk full" failures with core.ErrStorageFull.

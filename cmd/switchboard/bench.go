@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -28,6 +30,7 @@ func runBench(ctx context.Context, args []string, s stdio) int {
 	fs.StringVar(&c.Receive, "receive", bench.ReceivePush, "how the receiver gets messages: push (a local callback URL; works with any ATP relay) or stream (Switchboard's /atp/stream with batched /atp/ack)")
 	hubs := fs.String("hubs", "", "comma-separated base URLs of several hub instances sharing one store: senders are spread round-robin across them, the receiver registers on the first (overrides --hub)")
 	quiet := fs.Bool("quiet", false, "no progress bar")
+	cpuprofile := fs.String("cpuprofile", "", "write the load generator's own CPU profile to this file (for go tool pprof)")
 	fs.Usage = func() {
 		fmt.Fprintln(s.err, `Usage: switchboard bench [flags]
 
@@ -60,7 +63,22 @@ Flags:`)
 	if !*quiet && !h.json {
 		c.Progress = func(line string) { fmt.Fprintf(s.err, "\r%s", line) }
 	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintf(s.err, "bench: --cpuprofile: %v\n", err)
+			return exitUsage
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(s.err, "bench: --cpuprofile: %v\n", err)
+			return exitFailure
+		}
+	}
 	res, err := bench.Run(ctx, c)
+	if *cpuprofile != "" {
+		pprof.StopCPUProfile()
+	}
 	if c.Progress != nil {
 		fmt.Fprintln(s.err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -125,5 +126,27 @@ func TestServeRefusesDevOffLoopback(t *testing.T) {
 	code, _, errOut := run(t, "", "serve", "--dev", "--addr", "0.0.0.0:0", "--data", filepath.Join(t.TempDir(), "d"))
 	if code != exitUsage || !strings.Contains(errOut, "loopback") {
 		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}
+
+func TestBenchCPUProfile(t *testing.T) {
+	h, base := hubtest.Start(t, hub.Options{})
+	t.Setenv("SWITCHBOARD_HUB", base)
+	t.Setenv("SWITCHBOARD_TOKEN", h.AdminToken)
+	prof := filepath.Join(t.TempDir(), "cpu.prof")
+	code, out, errOut := run(t, "", "bench", "--messages", "40", "--senders", "4", "--receive", "stream", "--quiet", "--cpuprofile", prof)
+	if code != exitOK || !strings.Contains(out, "delivered 40") {
+		t.Fatalf("bench: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	b, err := os.ReadFile(prof)
+	if err != nil {
+		t.Fatalf("profile: %v", err)
+	}
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b { // pprof profiles are gzipped protobufs
+		t.Fatalf("profile is not a gzipped pprof profile (%d bytes)", len(b))
+	}
+	bad := filepath.Join(t.TempDir(), "missing", "cpu.prof")
+	if code, _, errOut := run(t, "", "bench", "--messages", "1", "--quiet", "--cpuprofile", bad); code != exitUsage || !strings.Contains(errOut, "--cpuprofile") {
+		t.Fatalf("unwritable --cpuprofile: exit %d, %s", code, errOut)
 	}
 }

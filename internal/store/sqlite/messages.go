@@ -104,6 +104,7 @@ func (s *Store) Accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 			return duplicate()
 		}
 		seq, _ := out.LastInsertId()
+		tx.afterCommit(func() { s.lastSeq = max(s.lastSeq, seq) })
 		if queued {
 			// A lane is kept when it empties (purge drops idle ones); an
 			// empty lane starts afresh: due now and not parked.
@@ -532,44 +533,6 @@ func (s *Store) QueueDepth(ctx context.Context, receiver string) (int, error) {
 	return depth, nil
 }
 
-// Pull implements core.Store.
-func (s *Store) Pull(ctx context.Context, receiver string, now, visibleAt time.Time, limit int, autoAck bool) ([]*core.Message, error) {
-	var out []*core.Message
-	err := s.write(ctx, func(tx *wtx) error {
-		ms, err := s.scanQueued(tx.QueryContext(ctx, "SELECT "+queuedCols+` FROM messages
-			WHERE state = 0 AND receiver = ? AND claim_until <= ? AND expires_at > ? ORDER BY seq LIMIT ?`,
-			receiver, ts(now), ts(now), lim(limit)))
-		if err != nil {
-			return fmt.Errorf("sqlite: pull: %w", err)
-		}
-		out = ms
-		if len(ms) == 0 {
-			return nil
-		}
-		if autoAck {
-			ids := make([]string, len(ms))
-			for i, m := range ms {
-				ids[i] = m.ID
-			}
-			_, err := endPulled(ctx, tx, receiver, ids, now, "pulled")
-			return err
-		}
-		seqs := make([]int64, len(ms))
-		for i, m := range ms {
-			seqs[i] = m.Seq
-			m.Attempts++
-		}
-		list, _ := json.Marshal(seqs)
-		if _, err := tx.ExecContext(ctx, `UPDATE messages SET claim_until = ?, attempts = attempts + 1, updated_at = ?, `+appendHistory+`
-			WHERE seq IN (SELECT value FROM json_each(?))`,
-			ts(visibleAt), ts(now), event(now, core.StatusQueued, "pulled, awaiting ack"), string(list)); err != nil {
-			return fmt.Errorf("sqlite: pull: %w", err)
-		}
-		return nil
-	})
-	return out, err
-}
-
 // endPulled marks the receiver's queued messages among ids delivered, in
 // one statement, and updates their lanes; it returns how many it ended.
 func endPulled(ctx context.Context, tx *wtx, receiver string, ids []string, now time.Time, detail string) (int, error) {
@@ -660,6 +623,8 @@ func (s *Store) Replay(ctx context.Context, id string, now, expiresAt time.Time)
 		if !core.Status(status).DeadLetter() {
 			return fmt.Errorf("message %q is %s, not a dead letter: %w", id, status, core.ErrConflict)
 		}
+		// Back in the queue, perhaps behind a pull cursor (see pull.go).
+		delete(s.cursors, l.Receiver)
 		if _, err := tx.ExecContext(ctx, `UPDATE messages SET state = 0, status = 'queued', expires_at = ?, next_at = 0, claim_until = 0, updated_at = ?, `+appendHistory+` WHERE id = ?`,
 			ts(expiresAt), ts(now), event(now, core.StatusQueued, "replayed from dead letters"), id); err != nil {
 			return fmt.Errorf("sqlite: replay: %w", err)

@@ -57,6 +57,11 @@ type Store struct {
 	unprepared map[string]struct{}
 	rstmts     sync.Map // query → *sql.Stmt prepared on the readers
 	cache      *msgCache
+	// cursors and lastSeq let pulls skip the claimed head of a queue; only
+	// the writer goroutine touches them (see pull.go).
+	cursors     map[string]pullCursor
+	lastSeq     int64
+	cursorReach int64 // defaultCursorReach; negative turns cursors off
 }
 
 // wtx is a write transaction whose statements are prepared once and reused:
@@ -226,7 +231,7 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	}
 	rdb.SetMaxOpenConns(readers)
 	rdb.SetMaxIdleConns(readers)
-	s := &Store{wdb: wdb, rdb: rdb, unprepared: map[string]struct{}{}, cache: newMsgCache(), ops: make(chan *op, maxBatch), quit: make(chan struct{})}
+	s := &Store{wdb: wdb, rdb: rdb, unprepared: map[string]struct{}{}, cache: newMsgCache(), cursors: map[string]pullCursor{}, cursorReach: defaultCursorReach, ops: make(chan *op, maxBatch), quit: make(chan struct{})}
 	s.wg.Add(1)
 	go s.writer()
 	return s, nil
@@ -428,12 +433,12 @@ func (s *Store) commitTogether(batch []*op) bool {
 	results := make([]error, len(batch))
 	for i, o := range batch {
 		if results[i] = o.fn(w); results[i] != nil && !cleanError(results[i]) {
-			_ = tx.Rollback()
+			s.rollback(tx)
 			return false
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		_ = tx.Rollback()
+		s.rollback(tx)
 		for _, o := range batch {
 			o.err <- fmt.Errorf("sqlite: commit: %w", err)
 		}
@@ -446,6 +451,13 @@ func (s *Store) commitTogether(batch []*op) bool {
 	return true
 }
 
+// rollback abandons tx. The pull cursors may describe its writes, so they
+// are forgotten.
+func (s *Store) rollback(tx *sql.Tx) {
+	_ = tx.Rollback()
+	clear(s.cursors)
+}
+
 // commitOne runs one request in its own transaction.
 func (s *Store) commitOne(o *op) {
 	ctx := context.Background()
@@ -456,12 +468,12 @@ func (s *Store) commitOne(o *op) {
 	}
 	w := &wtx{tx: tx, s: s}
 	if err := o.fn(w); err != nil {
-		_ = tx.Rollback()
+		s.rollback(tx)
 		o.err <- err
 		return
 	}
 	if err := tx.Commit(); err != nil {
-		_ = tx.Rollback()
+		s.rollback(tx)
 		o.err <- fmt.Errorf("sqlite: commit: %w", err)
 		return
 	}

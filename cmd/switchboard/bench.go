@@ -23,6 +23,7 @@ func runBench(ctx context.Context, args []string, s stdio) int {
 	h.add(fs)
 	fs.IntVar(&c.Senders, "senders", 64, "concurrent senders")
 	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "how long to send")
+	fs.Float64Var(&c.Rate, "rate", 0, "open-loop: send this many messages a second in all, on a fixed schedule, and count latency from each message's scheduled time (0: closed-loop, each sender sends again as soon as it is answered)")
 	fs.IntVar(&c.Messages, "messages", 0, "stop after this many messages (0: run for --duration)")
 	fs.IntVar(&c.Payload, "payload", 64, "payload text size in bytes")
 	fs.DurationVar(&c.TTL, "ttl", time.Minute, "message TTL")
@@ -38,7 +39,9 @@ Registers a receiver with a local callback (or, with --receive stream, one that
 reads /atp/stream and acknowledges in batches), runs --senders concurrent
 senders against --hub's /atp/send for --duration, waits for the deliveries,
 and prints accepted and delivered throughput and send / end-to-end latency
-percentiles.
+percentiles. By default the senders are closed-loop (each sends again as soon
+as it is answered: the hub's top speed); --rate N holds a steady N messages/s
+instead and counts latency from when each message was due (latency at a load).
 With --hubs URL,URL,... the senders are spread over several instances of one
 hub (for example on one PostgreSQL database) to measure scale-out.
 Works against any ATP-compatible relay. Use --json for machine-readable output.

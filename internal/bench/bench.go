@@ -48,6 +48,14 @@ type Config struct {
 	TTL      time.Duration // message TTL [60s]
 	Drain    time.Duration // how long to wait for deliveries after sending [30s]
 	Receive  string        // ReceivePush (default) or ReceiveStream
+	// Rate, when above zero, makes the run open-loop: the senders together
+	// send Rate messages a second on a fixed schedule (each sender every
+	// Senders/Rate seconds, staggered), whatever the relay's speed, and a
+	// send's latency counts from its scheduled time, so a relay that falls
+	// behind shows it in the percentiles instead of slowing the senders
+	// down. Zero (the default) is closed-loop: each sender sends its next
+	// message as soon as the last is answered.
+	Rate float64
 	// Progress, when set, receives a line every half second.
 	Progress func(line string)
 }
@@ -55,6 +63,7 @@ type Config struct {
 // Result is what a run measured.
 type Result struct {
 	Senders        int           `json:"senders"`
+	Rate           float64       `json:"rate,omitempty"` // the open-loop target rate, messages/s
 	Receive        string        `json:"receive"`
 	Hubs           []string      `json:"hubs"`
 	Duration       time.Duration `json:"duration_ns"`
@@ -78,9 +87,13 @@ type Result struct {
 // String formats a result for people.
 func (r Result) String() string {
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/1e6) }
-	return fmt.Sprintf("senders %d on %d hub(s), receive by %s, %v: sent %d, accepted %d (%.0f/s), delivered %d (%.0f/s), errors %d, duplicate deliveries %d\n"+
+	load := ""
+	if r.Rate > 0 {
+		load = fmt.Sprintf(" at %.0f/s open-loop", r.Rate)
+	}
+	return fmt.Sprintf("senders %d%s on %d hub(s), receive by %s, %v: sent %d, accepted %d (%.0f/s), delivered %d (%.0f/s), errors %d, duplicate deliveries %d\n"+
 		"send latency p50 %s p90 %s p99 %s max %s; end-to-end p50 %s p99 %s",
-		r.Senders, len(r.Hubs), r.Receive, r.Duration.Round(time.Millisecond), r.Sent, r.Accepted, r.AcceptedPerSec, r.Delivered, r.DeliveredPerSec,
+		r.Senders, load, len(r.Hubs), r.Receive, r.Duration.Round(time.Millisecond), r.Sent, r.Accepted, r.AcceptedPerSec, r.Delivered, r.DeliveredPerSec,
 		r.Errors, r.Duplicates, ms(r.SendP50), ms(r.SendP90), ms(r.SendP99), ms(r.SendMax), ms(r.E2EP50), ms(r.E2EP99))
 }
 
@@ -152,6 +165,9 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	}
 	if c.Drain <= 0 {
 		c.Drain = 30 * time.Second
+	}
+	if c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) {
+		return Result{}, fmt.Errorf("rate %v: want a finite number of messages a second, or 0 for closed-loop", c.Rate)
 	}
 	switch c.Receive {
 	case "":
@@ -240,8 +256,28 @@ func Run(ctx context.Context, c Config) (Result, error) {
 			defer wg.Done()
 			sender := fmt.Sprintf("bench-send-%s-%d", run, s)
 			hub := hubs[s%len(hubs)]
+			// Open-loop schedule: this sender's i-th message is due at
+			// start + (s + i*Senders) / Rate.
+			var every time.Duration
+			if c.Rate > 0 {
+				every = time.Duration(float64(c.Senders) / c.Rate * float64(time.Second))
+			}
 			for i := 0; ; i++ {
-				if time.Now().After(deadline) || ctx.Err() != nil {
+				var due time.Time
+				if every > 0 {
+					due = start.Add(time.Duration(s)*every/time.Duration(c.Senders) + time.Duration(i)*every)
+					if !due.Before(deadline) {
+						return
+					}
+					if wait := time.Until(due); wait > 0 {
+						select {
+						case <-time.After(wait):
+						case <-ctx.Done():
+							return
+						}
+					}
+				}
+				if (every == 0 && time.Now().After(deadline)) || ctx.Err() != nil {
 					return
 				}
 				if c.Messages > 0 && sent.Add(1) > int64(c.Messages) {
@@ -258,6 +294,9 @@ func Run(ctx context.Context, c Config) (Result, error) {
 					Receiver: recvID, Type: "bench", Timestamp: float64(t0.UnixMicro()) / 1e6, TTLMillis: c.TTL.Milliseconds(),
 					Payload: textPayload{Text: text}})
 				d := time.Since(t0)
+				if every > 0 {
+					d = time.Since(due) // includes any wait behind a late answer
+				}
 				if err != nil || code != http.StatusOK {
 					errs.Add(1)
 					continue
@@ -287,7 +326,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	last := rv.last
 	rv.mu.Unlock()
 	sort.Slice(e2e, func(i, j int) bool { return e2e[i] < e2e[j] })
-	res := Result{Senders: c.Senders, Receive: c.Receive, Hubs: hubs, Duration: sendEnd.Sub(start), Sent: sent.Load(), Accepted: accepted.Load(), Errors: errs.Load(),
+	res := Result{Senders: c.Senders, Rate: c.Rate, Receive: c.Receive, Hubs: hubs, Duration: sendEnd.Sub(start), Sent: sent.Load(), Accepted: accepted.Load(), Errors: errs.Load(),
 		Delivered: rv.received.Load(), Duplicates: rv.dups.Load(),
 		SendP50: pct(all, 50), SendP90: pct(all, 90), SendP99: pct(all, 99), SendMax: pct(all, 100),
 		E2EP50: pct(e2e, 50), E2EP99: pct(e2e, 99)}

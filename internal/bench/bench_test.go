@@ -79,3 +79,50 @@ func TestRunRefusesEmptyHubURL(t *testing.T) {
 		t.Fatalf("err = %v, want an error naming hub 2", err)
 	}
 }
+
+func TestRunOpenLoop(t *testing.T) {
+	_, base := hubtest.Start(t, hub.Options{Dev: true})
+	t.Run("sends on schedule", func(t *testing.T) {
+		// 4 senders at 200/s for 1s: each sends every 20ms, 50 in all.
+		res, err := bench.Run(context.Background(), bench.Config{Hub: base, Senders: 4, Rate: 200, Duration: time.Second, Drain: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Sent != 200 || res.Accepted != 200 || res.Delivered != 200 {
+			t.Fatalf("sent %d, accepted %d, delivered %d; want 200 each", res.Sent, res.Accepted, res.Delivered)
+		}
+		if res.Rate != 200 || !strings.Contains(res.String(), "at 200/s open-loop") {
+			t.Fatalf("result does not report the rate: %v / %s", res.Rate, res)
+		}
+	})
+	t.Run("latency counts from the schedule", func(t *testing.T) {
+		// Every send takes at least 30ms behind this entrance, but one
+		// sender is asked for one every 10ms: it falls further behind with
+		// each message, and the percentiles must show that (the 20th is
+		// sent about 400ms late), not the 30ms each answer took.
+		u, _ := url.Parse(base)
+		proxy := httputil.NewSingleHostReverseProxy(u)
+		slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/atp/send" {
+				time.Sleep(30 * time.Millisecond)
+			}
+			proxy.ServeHTTP(w, r)
+		}))
+		defer slow.Close()
+		res, err := bench.Run(context.Background(), bench.Config{Hub: slow.URL, Senders: 1, Rate: 100, Messages: 20, Duration: 10 * time.Second, Drain: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Accepted != 20 {
+			t.Fatalf("accepted %d, want 20", res.Accepted)
+		}
+		if res.SendMax < 300*time.Millisecond {
+			t.Fatalf("max send latency %v: the backlog behind slow answers is not counted", res.SendMax)
+		}
+	})
+	t.Run("bad rate", func(t *testing.T) {
+		if _, err := bench.Run(context.Background(), bench.Config{Hub: base, Rate: -1}); err == nil || !strings.Contains(err.Error(), "rate") {
+			t.Fatalf("err = %v, want a rate error", err)
+		}
+	})
+}

@@ -232,6 +232,12 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	rdb.SetMaxOpenConns(readers)
 	rdb.SetMaxIdleConns(readers)
 	s := &Store{wdb: wdb, rdb: rdb, unprepared: map[string]struct{}{}, cache: newMsgCache(), cursors: map[string]pullCursor{}, cursorReach: defaultCursorReach, ops: make(chan *op, maxBatch), quit: make(chan struct{})}
+	// Pull cursors measure their reach from the newest message.
+	if err := wdb.QueryRowContext(ctx, "SELECT COALESCE(MAX(seq), 0) FROM messages").Scan(&s.lastSeq); err != nil {
+		wdb.Close()
+		rdb.Close()
+		return nil, fmt.Errorf("sqlite: read last message: %w", err)
+	}
 	s.wg.Add(1)
 	go s.writer()
 	return s, nil

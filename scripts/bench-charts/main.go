@@ -3,7 +3,8 @@
 // Switchboard's live stream with batched acknowledgements), with
 // `switchboard bench --json` and draws the results as SVG charts
 // (throughput, and send / end-to-end latency percentiles, against
-// concurrency) into docs/bench/.
+// concurrency; and p99 latency against an open-loop offered load) into
+// docs/bench/.
 //
 //	go run ./scripts/bench-charts                  # builds the binary, starts a fresh hub per level
 //	go run ./scripts/bench-charts -hub URL -token T  # measures a running relay instead
@@ -11,8 +12,11 @@
 // With no -hub it builds ./cmd/switchboard, and for each concurrency level
 // starts `switchboard serve` with auth on and an empty data directory (so
 // no level inherits the previous one's data), runs the benchmark against it
-// and stops it. It writes docs/bench/results.json, throughput.svg and
-// latency.svg, and prints a Markdown table for BENCHMARKS.md.
+// and stops it. Then it holds each -rates load with -rate-senders senders
+// open-loop (`switchboard bench --rate`: a fixed schedule, latency counted
+// from each message's scheduled time). It writes docs/bench/results.json,
+// throughput.svg, latency.svg and load.svg, and prints Markdown tables for
+// BENCHMARKS.md.
 package main
 
 import (
@@ -38,10 +42,11 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/bench"
 )
 
-// Run is one measured concurrency level.
+// Run is one measured concurrency level, or (Rate set) one open-loop load.
 type Run struct {
 	Senders int          `json:"senders"`
 	Receive string       `json:"receive"`
+	Rate    float64      `json:"rate,omitempty"` // open-loop messages/s; 0: closed-loop
 	Result  bench.Result `json:"result"`
 }
 
@@ -77,6 +82,8 @@ func main() {
 		out      = flag.String("out", "docs/bench", "output directory")
 		bin      = flag.String("bin", "", "switchboard binary (default: build ./cmd/switchboard)")
 		redraw   = flag.Bool("redraw", false, "only redraw the charts from OUT/results.json (no measuring)")
+		rates    = flag.String("rates", "1000,2000,3000,4000,5000", "comma-separated open-loop loads in messages/s (empty: none)")
+		rateN    = flag.Int("rate-senders", 64, "senders for the open-loop loads")
 	)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -88,13 +95,13 @@ func main() {
 		}
 		return
 	}
-	if err := run(ctx, *hub, *token, *levels, *receive, *duration, *payload, *out, *bin); err != nil {
+	if err := run(ctx, *hub, *token, *levels, *receive, *rates, *rateN, *duration, *payload, *out, *bin); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-charts:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, hubURL, token, levels, receive string, d time.Duration, payload int, out, bin string) error {
+func run(ctx context.Context, hubURL, token, levels, receive, rates string, rateSenders int, d time.Duration, payload int, out, bin string) error {
 	var modes []string
 	for _, f := range strings.Split(receive, ",") {
 		switch f = strings.TrimSpace(f); f {
@@ -111,6 +118,20 @@ func run(ctx context.Context, hubURL, token, levels, receive string, d time.Dura
 			return fmt.Errorf("-senders: %q is not a positive integer", f)
 		}
 		senders = append(senders, n)
+	}
+	var loads []float64
+	for _, f := range strings.Split(rates, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil || v <= 0 || math.IsInf(v, 0) {
+			return fmt.Errorf("-rates: %q is not a positive number", f)
+		}
+		loads = append(loads, v)
+	}
+	if len(loads) > 0 && rateSenders < 1 {
+		return fmt.Errorf("-rate-senders: %d is not a positive integer", rateSenders)
 	}
 	tmp, err := os.MkdirTemp("", "bench-charts-")
 	if err != nil {
@@ -132,23 +153,40 @@ func run(ctx context.Context, hubURL, token, levels, receive string, d time.Dura
 	if hubURL == "" {
 		rep.Target = "fresh local `switchboard serve` per level (auth on, embedded SQLite, fsync on)"
 	}
+	measure := func(mode string, n int, rate float64) error {
+		target, tok, stopHub := hubURL, token, func() {}
+		if hubURL == "" {
+			target, tok, stopHub, err = startHub(ctx, bin, filepath.Join(tmp, fmt.Sprintf("data-%s-%d-%.0f", mode, n, rate)))
+			if err != nil {
+				return err
+			}
+		}
+		if rate > 0 {
+			fmt.Fprintf(os.Stderr, "%-6s senders %3d at %5.0f/s: ", mode, n, rate)
+		} else {
+			fmt.Fprintf(os.Stderr, "%-6s senders %3d: ", mode, n)
+		}
+		res, err := benchOnce(ctx, bin, target, tok, mode, n, rate, d, payload)
+		stopHub()
+		if err != nil {
+			return fmt.Errorf("%s, senders %d, rate %.0f: %w", mode, n, rate, err)
+		}
+		fmt.Fprintf(os.Stderr, "%.0f accepted/s, %.0f delivered/s, send p50 %.2fms p99 %.2fms\n", res.AcceptedPerSec, res.DeliveredPerSec, ms(res.SendP50), ms(res.SendP99))
+		rep.Runs = append(rep.Runs, Run{Senders: n, Receive: mode, Rate: rate, Result: res})
+		return nil
+	}
 	for _, mode := range modes {
 		for _, n := range senders {
-			target, tok, stopHub := hubURL, token, func() {}
-			if hubURL == "" {
-				target, tok, stopHub, err = startHub(ctx, bin, filepath.Join(tmp, fmt.Sprintf("data-%s-%d", mode, n)))
-				if err != nil {
-					return err
-				}
+			if err := measure(mode, n, 0); err != nil {
+				return err
 			}
-			fmt.Fprintf(os.Stderr, "%-6s senders %3d: ", mode, n)
-			res, err := benchOnce(ctx, bin, target, tok, mode, n, d, payload)
-			stopHub()
-			if err != nil {
-				return fmt.Errorf("%s, senders %d: %w", mode, n, err)
+		}
+	}
+	for _, mode := range modes {
+		for _, r := range loads {
+			if err := measure(mode, rateSenders, r); err != nil {
+				return err
 			}
-			fmt.Fprintf(os.Stderr, "%.0f accepted/s, %.0f delivered/s, send p50 %.2fms p99 %.2fms\n", res.AcceptedPerSec, res.DeliveredPerSec, ms(res.SendP50), ms(res.SendP99))
-			rep.Runs = append(rep.Runs, Run{Senders: n, Receive: mode, Result: res})
 		}
 	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
@@ -180,6 +218,11 @@ func writeCharts(out string, rep Report) error {
 	}
 	if err := os.WriteFile(filepath.Join(out, "latency.svg"), latencyChart(rep), 0o644); err != nil {
 		return err
+	}
+	if open := openLoop(rep); len(open.Runs) > 0 {
+		if err := os.WriteFile(filepath.Join(out, "load.svg"), loadChart(open), 0o644); err != nil {
+			return err
+		}
 	}
 	fmt.Print(markdownTable(rep))
 	return nil
@@ -229,9 +272,12 @@ func startHub(ctx context.Context, bin, data string) (string, string, func(), er
 	return "", "", nil, fmt.Errorf("hub did not become ready: %s", logs.String())
 }
 
-func benchOnce(ctx context.Context, bin, hubURL, token, mode string, senders int, d time.Duration, payload int) (bench.Result, error) {
+func benchOnce(ctx context.Context, bin, hubURL, token, mode string, senders int, rate float64, d time.Duration, payload int) (bench.Result, error) {
 	args := []string{"bench", "--hub", hubURL, "--senders", strconv.Itoa(senders), "--duration", d.String(),
 		"--payload", strconv.Itoa(payload), "--receive", mode, "--json", "--quiet"}
+	if rate > 0 {
+		args = append(args, "--rate", strconv.FormatFloat(rate, 'f', -1, 64))
+	}
 	if token != "" {
 		args = append(args, "--token", token)
 	}
@@ -255,12 +301,36 @@ func markdownTable(rep Report) string {
 	var b strings.Builder
 	b.WriteString("| receive | senders | accepted/s | delivered/s | send p50 | send p90 | send p99 | end-to-end p50 | end-to-end p99 | errors |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, r := range rep.Runs {
+	for _, r := range closedLoop(rep).Runs {
 		x := r.Result
 		fmt.Fprintf(&b, "| %s | %d | %.0f | %.0f | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %d |\n", r.mode(), r.Senders, x.AcceptedPerSec,
 			x.DeliveredPerSec, ms(x.SendP50), ms(x.SendP90), ms(x.SendP99), ms(x.E2EP50), ms(x.E2EP99), x.Errors)
 	}
+	if open := openLoop(rep); len(open.Runs) > 0 {
+		b.WriteString("\n| receive | senders | offered/s | accepted/s | delivered/s | send p50 | send p90 | send p99 | end-to-end p50 | end-to-end p99 | errors |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, r := range open.Runs {
+			x := r.Result
+			fmt.Fprintf(&b, "| %s | %d | %.0f | %.0f | %.0f | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %d |\n", r.mode(), r.Senders, r.Rate, x.AcceptedPerSec,
+				x.DeliveredPerSec, ms(x.SendP50), ms(x.SendP90), ms(x.SendP99), ms(x.E2EP50), ms(x.E2EP99), x.Errors)
+		}
+	}
 	return b.String()
+}
+
+// closedLoop and openLoop split a report's runs by how they loaded the hub.
+func closedLoop(rep Report) Report { return filterRuns(rep, func(r Run) bool { return r.Rate == 0 }) }
+func openLoop(rep Report) Report   { return filterRuns(rep, func(r Run) bool { return r.Rate > 0 }) }
+
+func filterRuns(rep Report, keep func(Run) bool) Report {
+	out := rep
+	out.Runs = nil
+	for _, r := range rep.Runs {
+		if keep(r) {
+			out.Runs = append(out.Runs, r)
+		}
+	}
+	return out
 }
 
 // ---- SVG ----
@@ -304,6 +374,7 @@ func values(rep Report, mode string, f func(bench.Result) float64) []float64 {
 var modeColor = map[string]string{bench.ReceivePush: "#2f5bea", bench.ReceiveStream: "#1f9d55"}
 
 func throughputChart(rep Report) []byte {
+	rep = closedLoop(rep)
 	list, levels := modes(rep)
 	var ss []series
 	for _, m := range list {
@@ -311,10 +382,11 @@ func throughputChart(rep Report) []byte {
 			series{name: m + ": accepted/s (durable)", color: modeColor[m], values: values(rep, m, func(r bench.Result) float64 { return r.AcceptedPerSec })},
 			series{name: m + ": delivered/s (acknowledged)", color: modeColor[m], dashed: true, values: values(rep, m, func(r bench.Result) float64 { return r.DeliveredPerSec })})
 	}
-	return chart("Throughput against concurrency", "messages / second", rep, levels, ss)
+	return chart("Throughput against concurrency", "messages / second", "concurrent senders", rep, levels, ss)
 }
 
 func latencyChart(rep Report) []byte {
+	rep = closedLoop(rep)
 	list, levels := modes(rep)
 	var ss []series
 	for _, m := range list {
@@ -322,7 +394,27 @@ func latencyChart(rep Report) []byte {
 			series{name: m + ": send p99 (until durable)", color: modeColor[m], values: values(rep, m, func(r bench.Result) float64 { return ms(r.SendP99) })},
 			series{name: m + ": end-to-end p99 (send → receiver)", color: modeColor[m], dashed: true, values: values(rep, m, func(r bench.Result) float64 { return ms(r.E2EP99) })})
 	}
-	return chart("p99 latency against concurrency", "milliseconds", rep, levels, ss)
+	return chart("p99 latency against concurrency", "milliseconds", "concurrent senders", rep, levels, ss)
+}
+
+// loadChart draws p50 and p99 send latency against the open-loop offered
+// load (the x positions are the loads, evenly spaced).
+func loadChart(rep Report) []byte {
+	list, _ := modes(rep)
+	var loads []int
+	for _, r := range rep.Runs {
+		if r.mode() == list[0] {
+			loads = append(loads, int(r.Rate))
+		}
+	}
+	var ss []series
+	for _, m := range list {
+		ss = append(ss,
+			series{name: m + ": send p99 (from the scheduled time)", color: modeColor[m], values: values(rep, m, func(r bench.Result) float64 { return ms(r.SendP99) })},
+			series{name: m + ": send p50", color: modeColor[m], dashed: true, values: values(rep, m, func(r bench.Result) float64 { return ms(r.SendP50) })})
+	}
+	title := fmt.Sprintf("Send latency against offered load (%d senders, open-loop)", rep.Runs[0].Senders)
+	return drawChart(title, "milliseconds (log scale)", "offered messages / second", rep, loads, ss, true)
 }
 
 // niceMax rounds v up to 1, 2 or 5 times a power of ten and returns it
@@ -357,7 +449,12 @@ func fmtTick(v float64) string {
 
 // chart draws lines over categorical x positions (the sender counts,
 // evenly spaced: they double from level to level).
-func chart(title, yLabel string, rep Report, levels []int, ss []series) []byte {
+func chart(title, yLabel, xLabel string, rep Report, levels []int, ss []series) []byte {
+	return drawChart(title, yLabel, xLabel, rep, levels, ss, false)
+}
+
+// drawChart is chart, with a logarithmic y axis (powers of ten) if logY.
+func drawChart(title, yLabel, xLabel string, rep Report, levels []int, ss []series, logY bool) []byte {
 	const W, H = 760, 400
 	const left, right, top, bottom = 80, 24, 56, 110
 	pw, ph := float64(W-left-right), float64(H-top-bottom)
@@ -368,6 +465,42 @@ func chart(title, yLabel string, rep Report, levels []int, ss []series) []byte {
 		}
 	}
 	ymax, step := niceMax(vmax * 1.05)
+	ticks := func(yield func(float64) bool) {
+		for v := 0.0; v <= ymax+step/2; v += step {
+			if !yield(v) {
+				return
+			}
+		}
+	}
+	var y func(v float64) float64
+	if logY {
+		// From 1 (or the smallest power of ten below every value) to the
+		// power of ten above the largest.
+		lo, hi := 0.0, math.Ceil(math.Log10(math.Max(vmax, 1)))
+		for _, s := range ss {
+			for _, v := range s.values {
+				if v > 0 {
+					lo = math.Min(lo, math.Floor(math.Log10(v)))
+				}
+			}
+		}
+		if hi <= lo {
+			hi = lo + 1
+		}
+		y = func(v float64) float64 {
+			v = math.Max(v, math.Pow(10, lo))
+			return top + ph - (math.Log10(v)-lo)/(hi-lo)*ph
+		}
+		ticks = func(yield func(float64) bool) {
+			for e := lo; e <= hi; e++ {
+				if !yield(math.Pow(10, e)) {
+					return
+				}
+			}
+		}
+	} else {
+		y = func(v float64) float64 { return top + ph - v/ymax*ph }
+	}
 	n := len(levels)
 	x := func(i int) float64 {
 		if n == 1 {
@@ -375,14 +508,13 @@ func chart(title, yLabel string, rep Report, levels []int, ss []series) []byte {
 		}
 		return left + float64(i)*pw/float64(n-1)
 	}
-	y := func(v float64) float64 { return top + ph - v/ymax*ph }
 	var b bytes.Buffer
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="system-ui, -apple-system, Segoe UI, Roboto, sans-serif" font-size="12">`+"\n", W, H, W, H)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="#ffffff"/>`+"\n", W, H)
 	fmt.Fprintf(&b, `<text x="%d" y="28" font-size="16" font-weight="600" fill="#1d2330">%s</text>`+"\n", left, esc(title))
 	fmt.Fprintf(&b, `<text x="%d" y="46" fill="#6b7385">%s · %s per level · %d CPUs · %s</text>`+"\n", left,
 		esc(rep.Date.Format("2006-01-02")), esc(rep.Duration), rep.CPUs, esc(rep.GoVer))
-	for v := 0.0; v <= ymax+step/2; v += step {
+	for v := range ticks {
 		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#e2e5ea"/>`+"\n", left, W-right, y(v), y(v))
 		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end" fill="#6b7385">%s</text>`+"\n", left-8, y(v)+4, fmtTick(v))
 	}
@@ -391,8 +523,13 @@ func chart(title, yLabel string, rep Report, levels []int, ss []series) []byte {
 		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#9aa1b1"/>`+"\n", x(i), x(i), top+ph, top+ph+5)
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#1d2330">%d</text>`+"\n", x(i), top+ph+20, l)
 	}
+	if logY {
+		// The latency target of the foundation issue: p99 under 10 ms.
+		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#d64545" stroke-dasharray="2 3"/>`+"\n", left, W-right, y(10), y(10))
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end" fill="#d64545">10 ms</text>`+"\n", W-right, y(10)-4)
+	}
 	fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#9aa1b1"/>`+"\n", left, W-right, top+ph, top+ph)
-	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#1d2330">concurrent senders</text>`+"\n", left+pw/2, top+ph+40)
+	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#1d2330">%s</text>`+"\n", left+pw/2, top+ph+40, esc(xLabel))
 	for _, s := range ss {
 		var pts []string
 		for i, v := range s.values {
@@ -404,8 +541,8 @@ func chart(title, yLabel string, rep Report, levels []int, ss []series) []byte {
 		}
 		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"%s/>`+"\n", strings.Join(pts, " "), s.color, dash)
 		for i, v := range s.values {
-			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"><title>%s at %d senders: %s</title></circle>`+"\n",
-				x(i), y(v), s.color, esc(s.name), levels[i], strconv.FormatFloat(v, 'f', 2, 64))
+			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"><title>%s at %d %s: %s</title></circle>`+"\n",
+				x(i), y(v), s.color, esc(s.name), levels[i], esc(xLabel), strconv.FormatFloat(v, 'f', 2, 64))
 		}
 	}
 	ly := float64(top) + ph + 62

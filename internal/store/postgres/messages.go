@@ -237,13 +237,15 @@ const (
 	ORDER BY next_at, receiver, sender
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED`
+	// laneQueueSQL is the subquery, lateral to a lane l, of the up to $4
+	// queued messages of l that no puller holds at $3, in order: what a
+	// claim of l takes (Claim and CompleteRenew).
+	laneQueueSQL = `SELECT seq, body, attempts, expires_at FROM messages
+		WHERE state = 0 AND receiver = l.receiver AND sender = l.sender AND claim_until <= $3
+		ORDER BY seq LIMIT $4`
 	laneMessagesSQL = `SELECT l.receiver, l.sender, m.body, m.seq, m.attempts, m.expires_at
 	FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS l(receiver, sender, ord)
-	CROSS JOIN LATERAL (
-		SELECT seq, body, attempts, expires_at FROM messages
-		WHERE state = 0 AND receiver = l.receiver AND sender = l.sender AND claim_until <= $3
-		ORDER BY seq LIMIT $4
-	) m
+	CROSS JOIN LATERAL (` + laneQueueSQL + `) m
 	ORDER BY l.ord, m.seq`
 	stampLanesSQL = `UPDATE lanes l SET claim_until = $3, owner = $4
 	FROM unnest($1::text[], $2::text[]) AS u(receiver, sender)
@@ -343,6 +345,19 @@ func laneCmp(a, b core.Lane) int {
 	return cmp.Or(strings.Compare(a.Receiver, b.Receiver), strings.Compare(a.Sender, b.Sender))
 }
 
+// settleLaneSQL settles a lane after a delivery round: $3 of its messages
+// ended. If owner $4 still holds it (the SET expressions see the row as
+// locked, so this is atomic across instances), it is next due at $5, parked
+// or not ($6), and claimed until $7 by $8 (the zero time and no owner
+// release it); a lane whose claim lapsed and went to another owner keeps
+// that owner's claim.
+const settleLaneSQL = `UPDATE lanes SET pending = pending - $3,
+		next_at = CASE WHEN owner = $4 THEN $5 ELSE next_at END,
+		parked = CASE WHEN owner = $4 THEN $6 ELSE parked END,
+		claim_until = CASE WHEN owner = $4 THEN $7 ELSE claim_until END,
+		owner = CASE WHEN owner = $4 THEN $8 ELSE owner END
+	WHERE receiver = $1 AND sender = $2`
+
 // Complete implements core.Store. Lanes are processed in key order, messages
 // before lanes, the lock order every write follows, to keep deadlocks (which
 // are retried) rare.
@@ -351,33 +366,18 @@ func (s *Store) Complete(ctx context.Context, owner string, results []core.LaneR
 	slices.SortStableFunc(results, func(a, b core.LaneResult) int { return laneCmp(a.Lane, b.Lane) })
 	var ended []string
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		ended = ended[:0]
-		endedOn := make(map[core.Lane]int)
 		var outs []core.Outcome
 		for _, lr := range results {
 			outs = append(outs, lr.Outcomes...)
 		}
-		var b pgx.Batch
-		if err := queueOutcomes(&b, outs, func(id string, l core.Lane) {
-			ended = append(ended, id)
-			endedOn[l]++
-		}); err != nil {
+		var endedOn map[core.Lane]int
+		var err error
+		if ended, endedOn, err = recordOutcomes(ctx, tx, outs); err != nil {
 			return err
 		}
-		if b.Len() > 0 {
-			if err := tx.SendBatch(ctx, &b).Close(); err != nil {
-				return fmt.Errorf("record outcomes: %w", err)
-			}
-		}
-		b = pgx.Batch{}
+		var b pgx.Batch
 		for _, lr := range results {
-			b.Queue(`UPDATE lanes SET pending = pending - $3,
-					next_at = CASE WHEN owner = $4 THEN $5 ELSE next_at END,
-					parked = CASE WHEN owner = $4 THEN $6 ELSE parked END,
-					claim_until = CASE WHEN owner = $4 THEN `+zeroTS+` ELSE claim_until END,
-					owner = CASE WHEN owner = $4 THEN '' ELSE owner END
-				WHERE receiver = $1 AND sender = $2`,
-				lr.Lane.Receiver, lr.Lane.Sender, endedOn[lr.Lane], owner, lr.NextAt, lr.Park)
+			b.Queue(settleLaneSQL, lr.Lane.Receiver, lr.Lane.Sender, endedOn[lr.Lane], owner, lr.NextAt, lr.Park, time.Time{}, "")
 			queueDropEmptyLane(&b, lr.Lane)
 			delete(endedOn, lr.Lane)
 		}
@@ -399,6 +399,90 @@ func (s *Store) Complete(ctx context.Context, owner string, results []core.LaneR
 		}
 	}
 	return nil
+}
+
+// renewLaneSQL follows settleLaneSQL in CompleteRenew's transaction, as a
+// statement of its own: under READ COMMITTED it takes a fresh snapshot after
+// the lane's lock is held, so it sees the outcomes other instances committed
+// meanwhile (as Claim's laneMessagesSQL does). If owner $5 holds lane
+// ($1, $2), it returns the lane's next claimable messages (laneQueueSQL)
+// and, when there are none, releases the lane. m is read twice, so it is
+// evaluated once: the messages returned are the ones the release counted.
+// A data-modifying WITH runs whether or not the query reads it.
+const renewLaneSQL = `WITH l AS (
+		SELECT receiver, sender FROM lanes WHERE receiver = $1 AND sender = $2 AND owner = $5
+	), m AS (
+		SELECT m.body, m.seq, m.attempts, m.expires_at FROM l CROSS JOIN LATERAL (` + laneQueueSQL + `) m
+	), released AS (
+		UPDATE lanes SET claim_until = ` + zeroTS + `, owner = ''
+		WHERE receiver = $1 AND sender = $2 AND owner = $5 AND NOT EXISTS (SELECT FROM m)
+	)
+	SELECT body, seq, attempts, expires_at FROM m ORDER BY seq`
+
+// CompleteRenew implements core.LaneRenewer: in one transaction it records
+// res as Complete does and, while owner still holds the lane, renews the
+// claim until claimUntil with up to perLane of the lane's messages that are
+// claimable at now (the ones Claim would take), or releases the lane when
+// there are none. A lane that res parks or holds for a retry is completed
+// with Complete. The owner check is made in SQL under the lane's row lock,
+// so it holds across instances sharing the database.
+func (s *Store) CompleteRenew(ctx context.Context, owner string, res core.LaneResult, now, claimUntil time.Time, perLane int) ([]*core.Message, error) {
+	if res.Park || !res.NextAt.IsZero() || perLane <= 0 {
+		return nil, s.Complete(ctx, owner, []core.LaneResult{res})
+	}
+	var next []*core.Message
+	var ended []string
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		next = nil
+		var endedOn map[core.Lane]int
+		var err error
+		if ended, endedOn, err = recordOutcomes(ctx, tx, res.Outcomes); err != nil {
+			return err
+		}
+		var b pgx.Batch
+		b.Queue(settleLaneSQL, res.Lane.Receiver, res.Lane.Sender, endedOn[res.Lane], owner, now, false, claimUntil, owner)
+		b.Queue(renewLaneSQL, res.Lane.Receiver, res.Lane.Sender, now, perLane, owner).Query(func(rows pgx.Rows) error {
+			ms, err := collectMessages(rows, nil)
+			next = ms
+			return err
+		})
+		queueDropEmptyLane(&b, res.Lane)
+		delete(endedOn, res.Lane)
+		// Outcomes for messages of other lanes.
+		queueLaneDecrements(&b, endedOn)
+		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+			return fmt.Errorf("renew lane: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: complete and renew: %w", err)
+	}
+	s.signalReceipts(ended...)
+	if len(next) == 0 {
+		s.signalDue() // released, as by Complete
+	}
+	return next, nil
+}
+
+// recordOutcomes records outs in tx (see queueOutcomes) and returns the ids
+// of the messages that ended and how many ended on each lane.
+func recordOutcomes(ctx context.Context, tx pgx.Tx, outs []core.Outcome) ([]string, map[core.Lane]int, error) {
+	var ended []string
+	endedOn := make(map[core.Lane]int)
+	var b pgx.Batch
+	if err := queueOutcomes(&b, outs, func(id string, l core.Lane) {
+		ended = append(ended, id)
+		endedOn[l]++
+	}); err != nil {
+		return nil, nil, err
+	}
+	if b.Len() > 0 {
+		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+			return nil, nil, fmt.Errorf("record outcomes: %w", err)
+		}
+	}
+	return ended, endedOn, nil
 }
 
 // historyFrom is appendHistory for set-based updates: the event is column

@@ -9,11 +9,12 @@
 // (INSERT … ON CONFLICT DO NOTHING), so idempotent accepts hold across
 // instances.
 //
-// Writes that make work due (Accept, Complete, Wake, Replay) send a
-// notification on the due channel after they commit, and terminal outcomes
-// send the message id on the receipt channel, so other instances' schedulers
-// and receipt waiters wake at once; see Notifier. Notifications are hints:
-// a listener must still read the store, and should poll now and then.
+// Writes that make work due (Accept, Complete, Wake, Replay, and
+// CompleteRenew when it releases a lane) send a notification on the due
+// channel after they commit, and terminal outcomes send the message id on the
+// receipt channel, so other instances' schedulers and receipt waiters wake at
+// once; see Notifier. Notifications are hints: a listener must still read the
+// store, and should poll now and then.
 //
 // The schema is created and upgraded by numbered migrations (migrations/*.sql)
 // that Open applies under an advisory lock, so instances starting together
@@ -78,7 +79,10 @@ type Store struct {
 	closeOnce sync.Once
 }
 
-var _ core.Store = (*Store)(nil)
+var (
+	_ core.Store       = (*Store)(nil)
+	_ core.LaneRenewer = (*Store)(nil)
+)
 
 // Open connects to the database at url (a postgres:// URL or a key=value
 // connection string), applies pending migrations and returns the store.

@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
-port=${2:-55440}
+port=${2:-25440}
 bin=$(mktemp -d)/switchboard
 go build -o "$bin" ./cmd/switchboard
 pgdir=$(mktemp -d /tmp/switchboard-pg-bench.XXXXXX)

@@ -17,12 +17,14 @@
 # for tests only. It keeps PostgreSQL's durable defaults (fsync, synchronous
 # commit), so benchmarks against it measure durable writes; set PGTEST_FAST=1
 # before start to turn them off for quicker test runs. Defaults:
-# DIR=/tmp/switchboard-pg, PORT=55432 (or $PGTEST_DIR / $PGTEST_PORT).
+# DIR=/tmp/switchboard-pg, PORT=25432 (or $PGTEST_DIR / $PGTEST_PORT); the
+# port is below Linux's ephemeral range (32768-60999), so an outgoing
+# connection's source port cannot be holding it.
 set -euo pipefail
 
 cmd="${1:-start}"
 dir="${2:-${PGTEST_DIR:-/tmp/switchboard-pg}}"
-port="${3:-${PGTEST_PORT:-55432}}"
+port="${3:-${PGTEST_PORT:-25432}}"
 db="switchboard_test"
 url="postgres://postgres@127.0.0.1:${port}/${db}?sslmode=disable"
 

@@ -44,7 +44,7 @@ fi
 step "PostgreSQL"
 pgdir=$(mktemp -d /tmp/switchboard-pg.XXXXXX)
 chmod 755 "$pgdir"
-pgport=${PGTEST_PORT:-55432}
+pgport=${PGTEST_PORT:-25432}
 export PGTEST_FAST=1
 SWITCHBOARD_TEST_POSTGRES=$(scripts/postgres-test-server.sh start "$pgdir" "$pgport")
 export SWITCHBOARD_TEST_POSTGRES

@@ -25,6 +25,11 @@ const BenchSenders = 64
 //   - ClaimComplete: a scheduler loop claims lanes (32 lanes, up to 16
 //     messages each) and completes every message delivered; one op is one
 //     message moved from queued to delivered.
+//   - PullBehindClaims: a stream's steady state: the receiver holds 1,000
+//     pulled, unacknowledged messages from 64 senders at the head of its
+//     queue; one op is one durable pull of the 16 messages that arrived
+//     since the last (the sends, and the acknowledgement of the 16 pulled
+//     1,000 before, are outside the timer).
 func Bench(b *testing.B, open func(b *testing.B) core.Store) {
 	b.Run("AcceptParallel", func(b *testing.B) {
 		s := open(b)
@@ -78,6 +83,51 @@ func Bench(b *testing.B, open func(b *testing.B) core.Store) {
 			}
 		}
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	})
+
+	b.Run("PullBehindClaims", func(b *testing.B) {
+		s := open(b)
+		ctx := context.Background()
+		const head, batch = 1000, 16
+		now := at(time.Minute)
+		vis := now.Add(time.Hour)
+		n := 0
+		send := func(k int) {
+			for range k {
+				m, r := newMessage(fmt.Sprintf("m-%d", n), fmt.Sprintf("sender-%d", n%BenchSenders), "stream", now)
+				if _, err := s.Accept(ctx, m, r, 0); err != nil {
+					b.Fatal(err)
+				}
+				n++
+			}
+		}
+		var inFlight []string // pulled, not yet acknowledged, oldest first
+		pull := func(want int) {
+			ms, err := s.Pull(ctx, "stream", now, vis, batch, false)
+			if err != nil || len(ms) != want {
+				b.Fatalf("pull: %d messages, %v; want %d", len(ms), err, want)
+			}
+			inFlight = append(inFlight, messageIDs(ms)...)
+		}
+		send(head)
+		for range head / batch {
+			pull(batch)
+		}
+		pull(head % batch)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			b.StopTimer()
+			send(batch)
+			b.StartTimer()
+			pull(batch)
+			b.StopTimer()
+			if _, err := s.Ack(ctx, "stream", inFlight[:batch], now); err != nil {
+				b.Fatal(err)
+			}
+			inFlight = inFlight[batch:]
+			b.StartTimer()
+		}
 	})
 }
 

@@ -35,6 +35,10 @@ import (
 // every receiver.
 const defaultCursorReach = 4096
 
+// defaultMaxCursors bounds the cursors kept (one per pulling receiver);
+// past it they are all forgotten, which is always safe.
+const defaultMaxCursors = 100000
+
 type pullCursor struct {
 	after int64 // seq
 	until int64 // ts
@@ -125,6 +129,9 @@ func (s *Store) moveCursor(ctx context.Context, tx *wtx, receiver string, cur pu
 		if len(ms) > 0 {
 			next.after = max(next.after, ms[len(ms)-1].Seq)
 		}
+	}
+	if _, ok := s.cursors[receiver]; !ok && len(s.cursors) >= s.maxCursors {
+		clear(s.cursors)
 	}
 	s.cursors[receiver] = next
 	return nil

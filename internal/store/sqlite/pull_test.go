@@ -286,3 +286,23 @@ func TestPullCursorAfterReopen(t *testing.T) {
 		t.Fatalf("cursor after = %d, want 5", c.after)
 	}
 }
+
+func TestPullCursorsAreBounded(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	s.maxCursors = 2
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	for i, to := range []string{"r1", "r2", "r3", "r1"} {
+		m, r := testMessage(fmt.Sprint("m", i), "a", to, now, time.Hour)
+		if _, err := s.Accept(ctx, m, r, 0); err != nil {
+			t.Fatal(err)
+		}
+		ms, err := s.Pull(ctx, to, now, now.Add(time.Minute), 10, false)
+		if err != nil || len(ms) != 1 || ms[0].ID != m.ID {
+			t.Fatalf("pull for %s: %v %v; want [%s]", to, ids(ms), err, m.ID)
+		}
+		if len(s.cursors) > 2 {
+			t.Fatalf("%d cursors kept, want at most 2", len(s.cursors))
+		}
+	}
+}

@@ -62,6 +62,7 @@ type Store struct {
 	cursors     map[string]pullCursor
 	lastSeq     int64
 	cursorReach int64 // defaultCursorReach; negative turns cursors off
+	maxCursors  int   // defaultMaxCursors
 }
 
 // wtx is a write transaction whose statements are prepared once and reused:
@@ -231,7 +232,7 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	}
 	rdb.SetMaxOpenConns(readers)
 	rdb.SetMaxIdleConns(readers)
-	s := &Store{wdb: wdb, rdb: rdb, unprepared: map[string]struct{}{}, cache: newMsgCache(), cursors: map[string]pullCursor{}, cursorReach: defaultCursorReach, ops: make(chan *op, maxBatch), quit: make(chan struct{})}
+	s := &Store{wdb: wdb, rdb: rdb, unprepared: map[string]struct{}{}, cache: newMsgCache(), cursors: map[string]pullCursor{}, cursorReach: defaultCursorReach, maxCursors: defaultMaxCursors, ops: make(chan *op, maxBatch), quit: make(chan struct{})}
 	// Pull cursors measure their reach from the newest message.
 	if err := wdb.QueryRowContext(ctx, "SELECT COALESCE(MAX(seq), 0) FROM messages").Scan(&s.lastSeq); err != nil {
 		wdb.Close()

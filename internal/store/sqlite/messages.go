@@ -54,6 +54,12 @@ func (s *Store) Accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 	if err != nil {
 		return core.AcceptResult{}, fmt.Errorf("sqlite: encode message: %w", err)
 	}
+	hist := []byte("[]") // never "null": events are appended to it
+	if len(r.History) > 0 {
+		if hist, err = json.Marshal(r.History); err != nil {
+			return core.AcceptResult{}, fmt.Errorf("sqlite: encode receipt history: %w", err)
+		}
+	}
 	var res core.AcceptResult
 	err = s.write(ctx, func(tx *wtx) error {
 		queued := r.Status == core.StatusQueued
@@ -88,10 +94,6 @@ func (s *Store) Accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 			if depth >= maxQueue {
 				return fmt.Errorf("receiver %q has %d queued: %w", m.Receiver, depth, core.ErrQueueFull)
 			}
-		}
-		hist := []byte("[]") // never "null": events are appended to it
-		if len(r.History) > 0 {
-			hist, _ = json.Marshal(r.History)
 		}
 		out, err := tx.ExecContext(ctx, `INSERT INTO messages(id, sender, receiver, state, status, history, expires_at, created_at, updated_at, conversation_id, correlation_id, body)
 			VALUES (?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO NOTHING`,

@@ -259,8 +259,11 @@ func Run(ctx context.Context, c Config) (Result, error) {
 			// Open-loop schedule: this sender's i-th message is due at
 			// start + (s + i*Senders) / Rate.
 			var every time.Duration
+			var pause *time.Timer // one per sender, reused: a timer per message would cost the load generator
 			if c.Rate > 0 {
 				every = time.Duration(float64(c.Senders) / c.Rate * float64(time.Second))
+				pause = time.NewTimer(time.Hour)
+				defer pause.Stop()
 			}
 			for i := 0; ; i++ {
 				var due time.Time
@@ -270,8 +273,9 @@ func Run(ctx context.Context, c Config) (Result, error) {
 						return
 					}
 					if wait := time.Until(due); wait > 0 {
+						pause.Reset(wait)
 						select {
-						case <-time.After(wait):
+						case <-pause.C:
 						case <-ctx.Done():
 							return
 						}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -115,8 +116,11 @@ type Relay struct {
 	events     *Bus
 
 	wakeCh chan struct{}
-	dueMu  sync.Mutex
-	dueCh  chan struct{} // closed and replaced at every Wake
+	// starved is set while the scheduler waits for a delivery slot: the
+	// delivery that frees one wakes it.
+	starved atomic.Bool
+	dueMu   sync.Mutex
+	dueCh   chan struct{} // closed and replaced at every Wake
 
 	mu      sync.Mutex
 	waiters map[string][]chan struct{}
@@ -437,7 +441,16 @@ func (r *Relay) Send(ctx context.Context, m *Message) (SendResult, error) {
 		Status: rc.Status, Protocol: m.Protocol, ConversationID: m.ConversationID, CorrelationID: m.CorrelationID, MessageType: m.Type})
 	if rc.Status == StatusQueued {
 		r.queued(m.Receiver)
-		r.Wake()
+		if recv.Endpoint.Pushable() && recv.Alive(now) {
+			r.Wake()
+		} else {
+			// Only a pull or a stream can take it now. The scheduler
+			// would claim the lane just to park it (a write per message
+			// when the lane keeps emptying), so it is left to the next
+			// poll; a registration that makes the receiver pushable wakes
+			// the scheduler itself.
+			r.wakeStreams()
+		}
 	} else {
 		r.notify(m.ID)
 	}
@@ -531,10 +544,20 @@ func (r *Relay) notify(key string) {
 // due work now. Stores that share state between hub instances call it when
 // another instance made work due.
 func (r *Relay) Wake() {
+	r.wakeScheduler()
+	r.wakeStreams()
+}
+
+// wakeScheduler makes the scheduler look for due lanes now.
+func (r *Relay) wakeScheduler() {
 	select {
 	case r.wakeCh <- struct{}{}:
 	default:
 	}
+}
+
+// wakeStreams closes the channel streams wait on in Due.
+func (r *Relay) wakeStreams() {
 	r.dueMu.Lock()
 	close(r.dueCh)
 	r.dueCh = make(chan struct{})

@@ -22,7 +22,13 @@ func (r *Relay) Run(ctx context.Context) error {
 	idle := time.NewTimer(0)
 	defer idle.Stop()
 	for {
+		// Set before the slots are counted, so that a delivery ending
+		// after the count wakes the loop.
+		r.starved.Store(true)
 		free := cap(sem) - len(sem)
+		if free > 0 {
+			r.starved.Store(false)
+		}
 		n := 0
 		if free > 0 {
 			var err error
@@ -87,8 +93,14 @@ func (r *Relay) claimAndDeliver(ctx context.Context, free int, sem chan struct{}
 		wg.Add(1)
 		go func(c LaneClaim) {
 			defer wg.Done()
-			defer func() { <-sem; r.Wake() }()
-			r.deliverLane(ctx, c)
+			parked := r.deliverLane(ctx, c)
+			<-sem
+			// A lane released with messages left is due again at once; a
+			// parked lane is not (a receiver that only pulls parks every
+			// lane that refills, so waking for it would spin the loop).
+			if r.starved.CompareAndSwap(true, false) || !parked {
+				r.wakeScheduler()
+			}
 		}(c)
 	}
 	return len(claims), nil
@@ -101,8 +113,9 @@ const maxRenewals = 16
 // deliverLane delivers a claimed lane's messages in order and records what
 // happened. A failed attempt stops the lane so later messages wait behind
 // the one being retried. With a store that can renew claims, a lane that
-// is still busy is kept and its next messages delivered at once.
-func (r *Relay) deliverLane(ctx context.Context, c LaneClaim) {
+// is still busy is kept and its next messages delivered at once. It
+// reports whether it left the lane parked.
+func (r *Relay) deliverLane(ctx context.Context, c LaneClaim) (parked bool) {
 	renewer, _ := r.store.(LaneRenewer)
 	for round := 0; ; round++ {
 		res := r.attemptLane(ctx, c)
@@ -116,11 +129,11 @@ func (r *Relay) deliverLane(ctx context.Context, c LaneClaim) {
 		}
 		if err != nil {
 			r.log.Error("record delivery outcomes", "lane", c.Lane, "err", err)
-			return
+			return false
 		}
 		r.published(c, res)
 		if len(next) == 0 {
-			return
+			return res.Park
 		}
 		c = LaneClaim{Lane: c.Lane, Messages: next}
 	}

@@ -1,0 +1,152 @@
+package core_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/switchboard-hub/switchboard/internal/core"
+	"github.com/switchboard-hub/switchboard/internal/store/sqlite"
+)
+
+// claimCounter is the embedded store (a LaneRenewer too) counting the
+// scheduler's claims.
+type claimCounter struct {
+	*sqlite.Store
+	claims atomic.Int64
+}
+
+func (c *claimCounter) Claim(ctx context.Context, now, claimUntil time.Time, owner string, maxLanes, perLane int) ([]core.LaneClaim, error) {
+	c.claims.Add(1)
+	return c.Store.Claim(ctx, now, claimUntil, owner, maxLanes, perLane)
+}
+
+// scheduled makes a relay over a counting store and returns a function
+// that starts its scheduler. The poll is an hour, so whatever the scheduler
+// delivers within a test it delivers because it was woken.
+func scheduled(t *testing.T, cfg core.Config) (r *core.Relay, cs *claimCounter, d *scripted, start func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := sqlite.Open(ctx, t.TempDir(), sqlite.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs = &claimCounter{Store: st}
+	cfg.Poll = time.Hour
+	r = core.NewRelay(cs, nil, cfg, nil)
+	d = &scripted{}
+	r.SetDeliverer(kindTest, d)
+	for _, a := range []struct {
+		id   string
+		kind core.EndpointKind
+	}{{"pusher", kindTest}, {"pusher2", kindTest}, {"puller", core.EndpointPull}, {"sender", core.EndpointPull}} {
+		if _, _, err := r.Register(ctx, &core.Agent{ID: a.id, Endpoint: core.Endpoint{Kind: a.kind, URL: "http://x"}}, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		st.Close()
+	})
+	start = func() { go func() { defer close(done); _ = r.Run(ctx) }() }
+	return r, cs, d, start
+}
+
+func sendTo(t *testing.T, r *core.Relay, receiver, id string) {
+	t.Helper()
+	if _, err := r.Send(context.Background(), &core.Message{ID: id, Sender: "sender", Receiver: receiver, TTL: time.Hour,
+		Parts: []core.Part{{Kind: core.PartText, Text: id}}}); err != nil {
+		t.Fatalf("send %s: %v", id, err)
+	}
+}
+
+// waitDelivered waits until d was handed n messages; the bound is for a
+// hung test, not a timing goal.
+func waitDelivered(t *testing.T, d *scripted, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); len(d.delivered()) < n; time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("delivered %d of %d: the scheduler was not woken", len(d.delivered()), n)
+		}
+	}
+}
+
+func TestSchedulerIsNotWokenForPullOnlyReceivers(t *testing.T) {
+	r, cs, d, start := scheduled(t, core.Config{})
+	start()
+	sendTo(t, r, "pusher", "first")
+	waitDelivered(t, d, 1)
+	// Let the scheduler go idle: the finished lane wakes it once more.
+	before := cs.claims.Load()
+	for {
+		time.Sleep(50 * time.Millisecond)
+		n := cs.claims.Load()
+		if n == before {
+			break
+		}
+		before = n
+	}
+	for i := range 50 {
+		sendTo(t, r, "puller", fmt.Sprintf("p%d", i))
+	}
+	time.Sleep(100 * time.Millisecond) // a woken scheduler claims within microseconds
+	if n := cs.claims.Load() - before; n != 0 {
+		t.Fatalf("%d claims after sends that only a pull can take", n)
+	}
+	sendTo(t, r, "pusher", "second")
+	waitDelivered(t, d, 2)
+	if cs.claims.Load() == before {
+		t.Fatal("a send to a pushable receiver did not wake the scheduler")
+	}
+	// The pull receiver's messages are all still there for it.
+	ms, err := r.Pull(context.Background(), "puller", 100, time.Minute, true)
+	if err != nil || len(ms) != 50 {
+		t.Fatalf("pull: %d messages, %v", len(ms), err)
+	}
+}
+
+func TestSchedulerWakesItselfWhenWorkIsLeft(t *testing.T) {
+	cases := []struct {
+		name string
+		cfg  core.Config
+		// queue sends the backlog, before the scheduler starts.
+		queue func(t *testing.T, r *core.Relay)
+		want  int
+	}{{
+		// One message per claim: a lane is released with work left many
+		// times over, and each release must bring the next claim.
+		name: "lane released with messages left",
+		cfg:  core.Config{PerLane: 1},
+		queue: func(t *testing.T, r *core.Relay) {
+			for i := range 40 {
+				sendTo(t, r, "pusher", fmt.Sprintf("m%02d", i))
+			}
+		},
+		want: 40,
+	}, {
+		// One delivery slot, taken by a lane that is only parked: the
+		// slot it frees must bring the next claim.
+		name: "slot freed by a parked lane",
+		cfg:  core.Config{MaxInFlight: 1},
+		queue: func(t *testing.T, r *core.Relay) {
+			sendTo(t, r, "puller", "parked")
+			sendTo(t, r, "pusher2", "pushed")
+		},
+		want: 1,
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, _, d, start := scheduled(t, c.cfg)
+			c.queue(t, r)
+			start()
+			waitDelivered(t, d, c.want)
+			if got := d.delivered(); c.want == 40 && (got[0] != "m00" || got[39] != "m39") {
+				t.Fatalf("order: %v", got)
+			}
+		})
+	}
+}

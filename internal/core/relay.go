@@ -120,7 +120,10 @@ type Relay struct {
 	// delivery that frees one wakes it.
 	starved atomic.Bool
 	dueMu   sync.Mutex
-	dueCh   chan struct{} // closed and replaced at every Wake
+	// due holds, per receiver, the channel its streams wait on in Due:
+	// closed (and dropped) when the receiver gets work, and all of them at
+	// every Wake.
+	due map[string]chan struct{}
 
 	mu      sync.Mutex
 	waiters map[string][]chan struct{}
@@ -238,7 +241,7 @@ func NewRelay(store Store, clock Clock, cfg Config, log *slog.Logger) *Relay {
 		deliverers: map[EndpointKind]Deliverer{},
 		events:     NewBus(),
 		wakeCh:     make(chan struct{}, 1),
-		dueCh:      make(chan struct{}),
+		due:        map[string]chan struct{}{},
 		waiters:    map[string][]chan struct{}{},
 		agents:     map[string]cachedAgent{},
 		depths:     map[string]cachedDepth{},
@@ -320,7 +323,8 @@ func (r *Relay) Register(ctx context.Context, a *Agent, lease time.Duration) (qu
 	if queued, err = r.store.Wake(ctx, a.ID, now); err != nil {
 		return 0, created, err
 	}
-	r.Wake()
+	r.wakeScheduler()
+	r.wakeStream(a.ID)
 	r.events.Publish(Event{Type: EventRegistered, At: now, Agent: a.ID, Queued: queued})
 	return queued, created, nil
 }
@@ -356,7 +360,8 @@ func (r *Relay) Heartbeat(ctx context.Context, id string, lease time.Duration) (
 	if err != nil {
 		return nil, 0, err
 	}
-	r.Wake()
+	r.wakeScheduler()
+	r.wakeStream(id)
 	a.ExpiresAt, a.LastSeen, a.LeaseSeconds = now.Add(lease), now, int(lease/time.Second)
 	return a, queued, nil
 }
@@ -442,15 +447,13 @@ func (r *Relay) Send(ctx context.Context, m *Message) (SendResult, error) {
 	if rc.Status == StatusQueued {
 		r.queued(m.Receiver)
 		if recv.Endpoint.Pushable() && recv.Alive(now) {
-			r.Wake()
-		} else {
-			// Only a pull or a stream can take it now. The scheduler
-			// would claim the lane just to park it (a write per message
-			// when the lane keeps emptying), so it is left to the next
-			// poll; a registration that makes the receiver pushable wakes
-			// the scheduler itself.
-			r.wakeStreams()
+			r.wakeScheduler()
 		}
+		// Otherwise only a pull or a stream can take it now. The scheduler
+		// would claim the lane just to park it (a write per message when
+		// the lane keeps emptying), so it is left to the next poll; a
+		// registration that makes the receiver pushable wakes it.
+		r.wakeStream(m.Receiver)
 	} else {
 		r.notify(m.ID)
 	}
@@ -556,20 +559,50 @@ func (r *Relay) wakeScheduler() {
 	}
 }
 
-// wakeStreams closes the channel streams wait on in Due.
+// maxDue bounds the receivers with a Due channel kept; past it they are
+// all woken (a stream woken for nothing pulls once more).
+const maxDue = 100000
+
+// wakeStreams wakes every stream waiting in Due.
 func (r *Relay) wakeStreams() {
 	r.dueMu.Lock()
-	close(r.dueCh)
-	r.dueCh = make(chan struct{})
-	r.dueMu.Unlock()
+	defer r.dueMu.Unlock()
+	r.wakeAllLocked()
 }
 
-// Due returns a channel that is closed at the next Wake: a stream that
-// found its queue empty waits on it.
-func (r *Relay) Due() <-chan struct{} {
+func (r *Relay) wakeAllLocked() {
+	for _, ch := range r.due {
+		close(ch)
+	}
+	clear(r.due)
+}
+
+// wakeStream wakes the streams of one receiver.
+func (r *Relay) wakeStream(receiver string) {
 	r.dueMu.Lock()
 	defer r.dueMu.Unlock()
-	return r.dueCh
+	if ch, ok := r.due[receiver]; ok {
+		close(ch)
+		delete(r.due, receiver)
+	}
+}
+
+// Due returns a channel that is closed when receiver may have new work (a
+// message sent to it, its registration, a replay) or at the next Wake: a
+// stream that found its queue empty waits on it. Call it before the pull
+// whose emptiness it will wait on, so that no wake-up is missed.
+func (r *Relay) Due(receiver string) <-chan struct{} {
+	r.dueMu.Lock()
+	defer r.dueMu.Unlock()
+	ch, ok := r.due[receiver]
+	if !ok {
+		if len(r.due) >= maxDue {
+			r.wakeAllLocked()
+		}
+		ch = make(chan struct{})
+		r.due[receiver] = ch
+	}
+	return ch
 }
 
 // NotifyReceipt wakes whoever waits for message id's receipt; stores shared
@@ -637,7 +670,8 @@ func (r *Relay) Replay(ctx context.Context, id string, ttl time.Duration) (*Rece
 	if err != nil {
 		return nil, err
 	}
-	r.Wake()
+	r.wakeScheduler()
+	r.wakeStream(rc.Receiver)
 	r.events.Publish(Event{Type: EventReplayed, At: now, MessageID: id, Sender: rc.Sender, Receiver: rc.Receiver, Status: StatusQueued})
 	return rc, nil
 }

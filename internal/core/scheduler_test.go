@@ -46,13 +46,19 @@ func scheduled(t *testing.T, cfg core.Config) (r *core.Relay, cs *claimCounter, 
 			t.Fatal(err)
 		}
 	}
+	var started atomic.Bool
 	done := make(chan struct{})
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		if started.Load() {
+			<-done
+		}
 		st.Close()
 	})
-	start = func() { go func() { defer close(done); _ = r.Run(ctx) }() }
+	start = func() {
+		started.Store(true)
+		go func() { defer close(done); _ = r.Run(ctx) }()
+	}
 	return r, cs, d, start
 }
 
@@ -148,5 +154,52 @@ func TestSchedulerWakesItselfWhenWorkIsLeft(t *testing.T) {
 				t.Fatalf("order: %v", got)
 			}
 		})
+	}
+}
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func TestDueWakesOnlyTheReceiversStreams(t *testing.T) {
+	r, _, _, _ := scheduled(t, core.Config{})
+	ctx := context.Background()
+	for _, id := range []string{"puller2", "puller3"} {
+		if _, _, err := r.Register(ctx, &core.Agent{ID: id, Endpoint: core.Endpoint{Kind: core.EndpointPull}}, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b, c := r.Due("puller"), r.Due("puller2"), r.Due("puller3")
+	if r.Due("puller") != a {
+		t.Fatal("two streams of one receiver wait on different channels")
+	}
+	steps := []struct {
+		name string
+		do   func(t *testing.T)
+		// want: which of a, b, c are closed after the step.
+		want [3]bool
+	}{
+		{"send to another receiver", func(t *testing.T) { sendTo(t, r, "pusher", "x1") }, [3]bool{}},
+		{"send to puller", func(t *testing.T) { sendTo(t, r, "puller", "x2") }, [3]bool{true, false, false}},
+		{"heartbeat of puller2", func(t *testing.T) {
+			if _, _, err := r.Heartbeat(ctx, "puller2", 0); err != nil {
+				t.Fatal(err)
+			}
+		}, [3]bool{true, true, false}},
+		{"wake (another instance's work)", func(t *testing.T) { r.Wake() }, [3]bool{true, true, true}},
+	}
+	for _, s := range steps {
+		s.do(t)
+		if got := [3]bool{closed(a), closed(b), closed(c)}; got != s.want {
+			t.Fatalf("after %s: closed %v, want %v", s.name, got, s.want)
+		}
+	}
+	if closed(r.Due("puller")) {
+		t.Fatal("a fresh Due channel is closed")
 	}
 }

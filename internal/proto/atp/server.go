@@ -642,7 +642,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	keep := time.NewTicker(15 * time.Second)
 	defer keep.Stop()
 	for {
-		due := s.relay.Due() // before pulling, so no wake-up is missed
+		due := s.relay.Due(id) // before pulling, so no wake-up is missed
 		ms, err := s.relay.Pull(ctx, id, pullBatch, vis, false)
 		if err != nil {
 			return

@@ -44,6 +44,9 @@ as it is answered: the hub's top speed); --rate N holds a steady N messages/s
 instead and counts latency from when each message was due (latency at a load).
 With --hubs URL,URL,... the senders are spread over several instances of one
 hub (for example on one PostgreSQL database) to measure scale-out.
+It also prints the CPU time used per delivered message by the load generator
+and, when the hub's /metrics answers (the admin token, or --metrics-public),
+by the hub (summed over the --hubs URLs).
 Works against any ATP-compatible relay. Use --json for machine-readable output.
 
 Flags:`)

@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -82,6 +83,14 @@ type Result struct {
 	SendMax         time.Duration `json:"send_max_ns"`
 	E2EP50          time.Duration `json:"e2e_p50_ns"`
 	E2EP99          time.Duration `json:"e2e_p99_ns"`
+	// HubCPU is the CPU time the hubs used per delivered message, read from
+	// their /metrics (process_cpu_seconds_total, summed over the hub URLs)
+	// before the first send and after the last delivery; zero when a hub
+	// does not show it to this token. LoadCPU is the same for the load
+	// generator's own process. On a shared machine their ratio varies much
+	// less than throughput does.
+	HubCPU  time.Duration `json:"hub_cpu_per_message_ns,omitempty"`
+	LoadCPU time.Duration `json:"load_cpu_per_message_ns,omitempty"`
 }
 
 // String formats a result for people.
@@ -91,10 +100,22 @@ func (r Result) String() string {
 	if r.Rate > 0 {
 		load = fmt.Sprintf(" at %.0f/s open-loop", r.Rate)
 	}
+	cpu := ""
+	if r.HubCPU > 0 {
+		cpu += fmt.Sprintf("\nCPU per message: hub %dµs", r.HubCPU.Microseconds())
+	}
+	if r.LoadCPU > 0 {
+		if cpu == "" {
+			cpu = "\nCPU per message:"
+		} else {
+			cpu += ","
+		}
+		cpu += fmt.Sprintf(" load generator %dµs", r.LoadCPU.Microseconds())
+	}
 	return fmt.Sprintf("senders %d%s on %d hub(s), receive by %s, %v: sent %d, accepted %d (%.0f/s), delivered %d (%.0f/s), errors %d, duplicate deliveries %d\n"+
-		"send latency p50 %s p90 %s p99 %s max %s; end-to-end p50 %s p99 %s",
+		"send latency p50 %s p90 %s p99 %s max %s; end-to-end p50 %s p99 %s%s",
 		r.Senders, load, len(r.Hubs), r.Receive, r.Duration.Round(time.Millisecond), r.Sent, r.Accepted, r.AcceptedPerSec, r.Delivered, r.DeliveredPerSec,
-		r.Errors, r.Duplicates, ms(r.SendP50), ms(r.SendP90), ms(r.SendP99), ms(r.SendMax), ms(r.E2EP50), ms(r.E2EP99))
+		r.Errors, r.Duplicates, ms(r.SendP50), ms(r.SendP90), ms(r.SendP99), ms(r.SendMax), ms(r.E2EP50), ms(r.E2EP99), cpu)
 }
 
 type receiver struct {
@@ -241,6 +262,8 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	}
 
 	text := strings.Repeat("x", c.Payload)
+	hub0, hubOK := hubCPU(ctx, hc, c.Token, hubs)
+	load0, loadOK := selfCPU()
 	var sent, accepted, errs atomic.Int64
 	lat := make([][]time.Duration, c.Senders)
 	start := time.Now()
@@ -320,6 +343,8 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	close(done)
+	hub1, hubOK1 := hubCPU(ctx, hc, c.Token, hubs)
+	load1, _ := selfCPU()
 	var all []time.Duration
 	for _, l := range lat {
 		all = append(all, l...)
@@ -335,6 +360,14 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		SendP50: pct(all, 50), SendP90: pct(all, 90), SendP99: pct(all, 99), SendMax: pct(all, 100),
 		E2EP50: pct(e2e, 50), E2EP99: pct(e2e, 99)}
 	res.AcceptedPerSec = float64(res.Accepted) / res.Duration.Seconds()
+	if n := time.Duration(res.Delivered); n > 0 {
+		if hubOK && hubOK1 && hub1 > hub0 {
+			res.HubCPU = (hub1 - hub0) / n
+		}
+		if loadOK && load1 > load0 {
+			res.LoadCPU = (load1 - load0) / n
+		}
+	}
 	if res.Delivered > 0 && last.After(start) {
 		res.DeliveredPerSec = float64(res.Delivered) / last.Sub(start).Seconds()
 	}
@@ -489,4 +522,46 @@ func (a *acker) run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// hubCPU reads the CPU time the hubs have used, summed, from the
+// process_cpu_seconds_total line of their /metrics; ok is false when any
+// hub does not answer it (another relay, or a token that may not read it).
+func hubCPU(ctx context.Context, hc *http.Client, token string, hubs []string) (total time.Duration, ok bool) {
+	for _, h := range hubs {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		secs, ok := readCPU(ctx, hc, token, h+"/metrics")
+		cancel()
+		if !ok {
+			return 0, false
+		}
+		total += time.Duration(secs * float64(time.Second))
+	}
+	return total, true
+}
+
+func readCPU(ctx context.Context, hc *http.Client, token, url string) (float64, bool) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, false
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, false
+	}
+	sc := bufio.NewScanner(io.LimitReader(resp.Body, 4<<20))
+	for sc.Scan() {
+		if v, found := strings.CutPrefix(sc.Text(), "process_cpu_seconds_total "); found {
+			secs, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return secs, err == nil && secs >= 0
+		}
+	}
+	return 0, false
 }

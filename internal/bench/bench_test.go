@@ -126,3 +126,49 @@ func TestRunOpenLoop(t *testing.T) {
 		}
 	})
 }
+
+func TestRunReportsCPUPerMessage(t *testing.T) {
+	_, base := hubtest.Start(t, hub.Options{Dev: true})
+	u, _ := url.Parse(base)
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	// A relay that does not publish Switchboard's /metrics.
+	bare := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" {
+			http.NotFound(w, r)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer bare.Close()
+	cases := []struct {
+		name    string
+		hub     string
+		wantHub bool
+	}{
+		{"switchboard", base, true},
+		{"relay without metrics", bare.URL, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res, err := bench.Run(context.Background(), bench.Config{Hub: c.hub, Senders: 8, Messages: 400, Duration: 30 * time.Second, Drain: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Delivered != 400 {
+				t.Fatalf("delivered %d, want 400", res.Delivered)
+			}
+			// The hub runs in this test's process, so both figures are
+			// this process's CPU: at least some, and under a second a
+			// message.
+			if res.LoadCPU <= 0 || res.LoadCPU > time.Second {
+				t.Errorf("load generator CPU per message %v", res.LoadCPU)
+			}
+			if got := res.HubCPU > 0 && res.HubCPU < time.Second; got != c.wantHub {
+				t.Errorf("hub CPU per message %v, want reported: %v", res.HubCPU, c.wantHub)
+			}
+			if got := strings.Contains(res.String(), "CPU per message: hub "); got != c.wantHub {
+				t.Errorf("summary %q names the hub's CPU: %v, want %v", res.String(), got, c.wantHub)
+			}
+		})
+	}
+}

@@ -65,6 +65,7 @@ type Error struct {
 	Message    string `json:"message"`
 }
 
+// Error implements error.
 func (e *Error) Error() string {
 	return fmt.Sprintf("hub answered %d %s: %s", e.StatusCode, e.Code, e.Message)
 }

@@ -67,6 +67,7 @@ type SafeBuffer struct {
 	b  bytes.Buffer
 }
 
+// Write implements io.Writer.
 func (s *SafeBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -53,6 +53,7 @@ type RPCError struct {
 	Data    any    `json:"data,omitempty"`
 }
 
+// Error implements error.
 func (e *RPCError) Error() string { return fmt.Sprintf("a2a error %d: %s", e.Code, e.Message) }
 
 func rpcErr(code int, format string, args ...any) *RPCError {

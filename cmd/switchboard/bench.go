@@ -28,6 +28,7 @@ func runBench(ctx context.Context, args []string, s stdio) int {
 	fs.IntVar(&c.Payload, "payload", 64, "payload text size in bytes")
 	fs.DurationVar(&c.TTL, "ttl", time.Minute, "message TTL")
 	fs.DurationVar(&c.Drain, "drain", 30*time.Second, "how long to wait for outstanding deliveries")
+	fs.IntVar(&c.Receivers, "receivers", 1, "receivers to register; each sender sends to them in turn (with --receive stream, each holds its own stream)")
 	fs.StringVar(&c.Receive, "receive", bench.ReceivePush, "how the receiver gets messages: push (a local callback URL; works with any ATP relay) or stream (Switchboard's /atp/stream with batched /atp/ack)")
 	hubs := fs.String("hubs", "", "comma-separated base URLs of several hub instances sharing one store: senders are spread round-robin across them, the receiver registers on the first (overrides --hub)")
 	quiet := fs.Bool("quiet", false, "no progress bar")
@@ -35,18 +36,19 @@ func runBench(ctx context.Context, args []string, s stdio) int {
 	fs.Usage = func() {
 		fmt.Fprintln(s.err, `Usage: switchboard bench [flags]
 
-Registers a receiver with a local callback (or, with --receive stream, one that
-reads /atp/stream and acknowledges in batches), runs --senders concurrent
-senders against --hub's /atp/send for --duration, waits for the deliveries,
-and prints accepted and delivered throughput and send / end-to-end latency
-percentiles. By default the senders are closed-loop (each sends again as soon
-as it is answered: the hub's top speed); --rate N holds a steady N messages/s
-instead and counts latency from when each message was due (latency at a load).
-With --hubs URL,URL,... the senders are spread over several instances of one
-hub (for example on one PostgreSQL database) to measure scale-out.
-It also prints the CPU time used per delivered message by the load generator
-and, when the hub's /metrics answers (the admin token, or --metrics-public),
-by the hub (summed over the --hubs URLs).
+Registers a receiver (--receivers N: N of them) with a local callback (or,
+with --receive stream, one that reads /atp/stream and acknowledges in
+batches), runs --senders concurrent senders against --hub's /atp/send for
+--duration, waits for the deliveries, and prints accepted and delivered
+throughput and send / end-to-end latency percentiles. By default the senders
+are closed-loop (each sends again as soon as it is answered: the hub's top
+speed); --rate N holds a steady N messages/s instead and counts latency from
+when each message was due (latency at a load). With --hubs URL,URL,... the
+senders are spread over several instances of one hub (for example on one
+PostgreSQL database) to measure scale-out. It also prints the CPU time used
+per delivered message by the load generator and, when the hub's /metrics
+answers (the admin token, or --metrics-public), by the hub (summed over the
+--hubs URLs).
 Works against any ATP-compatible relay. Use --json for machine-readable output.
 
 Flags:`)

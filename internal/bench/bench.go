@@ -49,6 +49,10 @@ type Config struct {
 	TTL      time.Duration // message TTL [60s]
 	Drain    time.Duration // how long to wait for deliveries after sending [30s]
 	Receive  string        // ReceivePush (default) or ReceiveStream
+	// Receivers is how many receivers are registered [1]; each sender
+	// sends its messages to them in turn. With ReceiveStream each holds
+	// its own stream.
+	Receivers int
 	// Rate, when above zero, makes the run open-loop: the senders together
 	// send Rate messages a second on a fixed schedule (each sender every
 	// Senders/Rate seconds, staggered), whatever the relay's speed, and a
@@ -64,6 +68,7 @@ type Config struct {
 // Result is what a run measured.
 type Result struct {
 	Senders        int           `json:"senders"`
+	Receivers      int           `json:"receivers"`
 	Rate           float64       `json:"rate,omitempty"` // the open-loop target rate, messages/s
 	Receive        string        `json:"receive"`
 	Hubs           []string      `json:"hubs"`
@@ -112,9 +117,9 @@ func (r Result) String() string {
 		}
 		cpu += fmt.Sprintf(" load generator %dµs", r.LoadCPU.Microseconds())
 	}
-	return fmt.Sprintf("senders %d%s on %d hub(s), receive by %s, %v: sent %d, accepted %d (%.0f/s), delivered %d (%.0f/s), errors %d, duplicate deliveries %d\n"+
+	return fmt.Sprintf("senders %d%s on %d hub(s), %d receiver(s) by %s, %v: sent %d, accepted %d (%.0f/s), delivered %d (%.0f/s), errors %d, duplicate deliveries %d\n"+
 		"send latency p50 %s p90 %s p99 %s max %s; end-to-end p50 %s p99 %s%s",
-		r.Senders, load, len(r.Hubs), r.Receive, r.Duration.Round(time.Millisecond), r.Sent, r.Accepted, r.AcceptedPerSec, r.Delivered, r.DeliveredPerSec,
+		r.Senders, load, len(r.Hubs), max(r.Receivers, 1), r.Receive, r.Duration.Round(time.Millisecond), r.Sent, r.Accepted, r.AcceptedPerSec, r.Delivered, r.DeliveredPerSec,
 		r.Errors, r.Duplicates, ms(r.SendP50), ms(r.SendP90), ms(r.SendP99), ms(r.SendMax), ms(r.E2EP50), ms(r.E2EP99), cpu)
 }
 
@@ -187,6 +192,9 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	if c.Drain <= 0 {
 		c.Drain = 30 * time.Second
 	}
+	if c.Receivers <= 0 {
+		c.Receivers = 1
+	}
 	if c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) {
 		return Result{}, fmt.Errorf("rate %v: want a finite number of messages a second, or 0 for closed-loop", c.Rate)
 	}
@@ -217,11 +225,17 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 
-	tr := &http.Transport{MaxIdleConns: c.Senders * 2 * len(hubs), MaxIdleConnsPerHost: c.Senders * 2, IdleConnTimeout: time.Minute}
+	perHost := 2 * (c.Senders + c.Receivers) // senders, streams, acknowledgements
+	tr := &http.Transport{MaxIdleConns: perHost * len(hubs), MaxIdleConnsPerHost: perHost, IdleConnTimeout: time.Minute}
 	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	// Streams stay open for the whole run: no overall timeout.
+	streams := &http.Client{Transport: tr}
 	defer tr.CloseIdleConnections()
 	run := fmt.Sprintf("%x", time.Now().UnixNano())
-	recvID := "bench-recv-" + run
+	recvIDs := make([]string, c.Receivers)
+	for k := range recvIDs {
+		recvIDs[k] = fmt.Sprintf("bench-recv-%s-%d", run, k)
+	}
 	post := func(ctx context.Context, hub, path string, body any) (int, []byte, error) {
 		b, _ := json.Marshal(body)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, hub+path, bytes.NewReader(b))
@@ -237,27 +251,29 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		out, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, out, nil
 	}
-	reg := map[string]any{"agent_id": recvID, "capabilities": []string{"bench"}, "lease_seconds": 3600}
-	if c.Receive == ReceivePush {
-		reg["callback_url"] = "http://" + ln.Addr().String() + "/atp/inbox"
-	}
-	code, body, err := post(ctx, hubs[0], "/atp/register", reg)
-	if err != nil || code != http.StatusOK {
-		return Result{}, fmt.Errorf("register receiver: %d %s %v", code, body, err)
-	}
-	if c.Receive == ReceiveStream {
-		sctx, stop := context.WithCancel(ctx)
-		defer stop()
-		ready := make(chan error, 1)
-		go func() {
-			acks := &acker{post: post, hub: hubs[0], agent: recvID, rv: rv}
-			err := stream(sctx, hc, c.Token, hubs[0], recvID, rv, acks, ready)
-			if err != nil && sctx.Err() == nil && c.Progress != nil {
-				c.Progress("stream ended: " + err.Error())
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	for _, recvID := range recvIDs {
+		reg := map[string]any{"agent_id": recvID, "capabilities": []string{"bench"}, "lease_seconds": 3600}
+		if c.Receive == ReceivePush {
+			reg["callback_url"] = "http://" + ln.Addr().String() + "/atp/inbox"
+		}
+		code, body, err := post(ctx, hubs[0], "/atp/register", reg)
+		if err != nil || code != http.StatusOK {
+			return Result{}, fmt.Errorf("register receiver %s: %d %s %v", recvID, code, body, err)
+		}
+		if c.Receive == ReceiveStream {
+			ready := make(chan error, 1)
+			go func() {
+				acks := &acker{post: post, hub: hubs[0], agent: recvID, rv: rv}
+				err := stream(sctx, streams, c.Token, hubs[0], recvID, rv, acks, ready)
+				if err != nil && sctx.Err() == nil && c.Progress != nil {
+					c.Progress("stream ended: " + err.Error())
+				}
+			}()
+			if err := <-ready; err != nil {
+				return Result{}, fmt.Errorf("open stream of %s: %w", recvID, err)
 			}
-		}()
-		if err := <-ready; err != nil {
-			return Result{}, fmt.Errorf("open stream: %w", err)
 		}
 	}
 
@@ -318,7 +334,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 				rv.sentAt[id] = t0
 				rv.mu.Unlock()
 				code, _, err := post(ctx, hub, "/atp/send", envelope{ATPVersion: "1.0", MessageID: id, Sender: sender,
-					Receiver: recvID, Type: "bench", Timestamp: float64(t0.UnixMicro()) / 1e6, TTLMillis: c.TTL.Milliseconds(),
+					Receiver: recvIDs[(s+i)%len(recvIDs)], Type: "bench", Timestamp: float64(t0.UnixMicro()) / 1e6, TTLMillis: c.TTL.Milliseconds(),
 					Payload: textPayload{Text: text}})
 				d := time.Since(t0)
 				if every > 0 {
@@ -355,7 +371,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	last := rv.last
 	rv.mu.Unlock()
 	sort.Slice(e2e, func(i, j int) bool { return e2e[i] < e2e[j] })
-	res := Result{Senders: c.Senders, Rate: c.Rate, Receive: c.Receive, Hubs: hubs, Duration: sendEnd.Sub(start), Sent: sent.Load(), Accepted: accepted.Load(), Errors: errs.Load(),
+	res := Result{Senders: c.Senders, Receivers: c.Receivers, Rate: c.Rate, Receive: c.Receive, Hubs: hubs, Duration: sendEnd.Sub(start), Sent: sent.Load(), Accepted: accepted.Load(), Errors: errs.Load(),
 		Delivered: rv.received.Load(), Duplicates: rv.dups.Load(),
 		SendP50: pct(all, 50), SendP90: pct(all, 90), SendP99: pct(all, 99), SendMax: pct(all, 100),
 		E2EP50: pct(e2e, 50), E2EP99: pct(e2e, 99)}

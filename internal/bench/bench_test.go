@@ -1,12 +1,16 @@
 package bench_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -168,6 +172,65 @@ func TestRunReportsCPUPerMessage(t *testing.T) {
 			}
 			if got := strings.Contains(res.String(), "CPU per message: hub "); got != c.wantHub {
 				t.Errorf("summary %q names the hub's CPU: %v, want %v", res.String(), got, c.wantHub)
+			}
+		})
+	}
+}
+
+func TestRunSeveralReceivers(t *testing.T) {
+	_, base := hubtest.Start(t, hub.Options{Dev: true})
+	u, _ := url.Parse(base)
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	for _, mode := range []string{bench.ReceivePush, bench.ReceiveStream} {
+		t.Run(mode, func(t *testing.T) {
+			var mu sync.Mutex
+			perReceiver := map[string]int{}
+			var streams atomic.Int64
+			front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch {
+				case r.URL.Path == "/atp/send":
+					b, _ := io.ReadAll(r.Body)
+					var env struct {
+						Receiver string `json:"receiver"`
+					}
+					_ = json.Unmarshal(b, &env)
+					mu.Lock()
+					perReceiver[env.Receiver]++
+					mu.Unlock()
+					r.Body = io.NopCloser(bytes.NewReader(b))
+				case strings.HasPrefix(r.URL.Path, "/atp/stream/"):
+					streams.Add(1)
+				}
+				proxy.ServeHTTP(w, r)
+			}))
+			defer front.Close()
+			res, err := bench.Run(context.Background(), bench.Config{Hub: front.URL, Senders: 4, Receivers: 3, Messages: 90,
+				Receive: mode, Duration: 30 * time.Second, Drain: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Accepted != 90 || res.Delivered != 90 || res.Duplicates != 0 || res.Receivers != 3 {
+				t.Fatalf("accepted %d, delivered %d, duplicates %d, receivers %d; want 90, 90, 0, 3", res.Accepted, res.Delivered, res.Duplicates, res.Receivers)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(perReceiver) != 3 {
+				t.Fatalf("sends went to %d receivers, want 3: %v", len(perReceiver), perReceiver)
+			}
+			for id, n := range perReceiver {
+				if n < 20 || n > 40 {
+					t.Errorf("receiver %s got %d of 90 sends: not taken in turn", id, n)
+				}
+			}
+			wantStreams := int64(0)
+			if mode == bench.ReceiveStream {
+				wantStreams = 3
+			}
+			if streams.Load() != wantStreams {
+				t.Errorf("%d streams opened, want %d", streams.Load(), wantStreams)
+			}
+			if !strings.Contains(res.String(), "3 receiver(s) by "+mode) {
+				t.Errorf("summary %q does not name the receivers", res.String())
 			}
 		})
 	}

@@ -105,17 +105,16 @@ func (r Result) String() string {
 	if r.Rate > 0 {
 		load = fmt.Sprintf(" at %.0f/s open-loop", r.Rate)
 	}
-	cpu := ""
+	var parts []string
 	if r.HubCPU > 0 {
-		cpu += fmt.Sprintf("\nCPU per message: hub %dµs", r.HubCPU.Microseconds())
+		parts = append(parts, fmt.Sprintf("hub %dµs", r.HubCPU.Microseconds()))
 	}
 	if r.LoadCPU > 0 {
-		if cpu == "" {
-			cpu = "\nCPU per message:"
-		} else {
-			cpu += ","
-		}
-		cpu += fmt.Sprintf(" load generator %dµs", r.LoadCPU.Microseconds())
+		parts = append(parts, fmt.Sprintf("load generator %dµs", r.LoadCPU.Microseconds()))
+	}
+	cpu := ""
+	if len(parts) > 0 {
+		cpu = "\nCPU per message: " + strings.Join(parts, ", ")
 	}
 	return fmt.Sprintf("senders %d%s on %d hub(s), %d receiver(s) by %s, %v: sent %d, accepted %d (%.0f/s), delivered %d (%.0f/s), errors %d, duplicate deliveries %d\n"+
 		"send latency p50 %s p90 %s p99 %s max %s; end-to-end p50 %s p99 %s%s",
@@ -240,9 +239,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		b, _ := json.Marshal(body)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, hub+path, bytes.NewReader(b))
 		req.Header.Set("Content-Type", "application/json")
-		if c.Token != "" {
-			req.Header.Set("Authorization", "Bearer "+c.Token)
-		}
+		authorize(req, c.Token)
 		resp, err := hc.Do(req)
 		if err != nil {
 			return 0, nil, err
@@ -447,9 +444,7 @@ func stream(ctx context.Context, hc *http.Client, token, hub, agent string, rv *
 		ready <- err
 		return err
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
+	authorize(req, token)
 	resp, err := hc.Do(req)
 	if err != nil {
 		ready <- err
@@ -561,9 +556,7 @@ func readCPU(ctx context.Context, hc *http.Client, token, url string) (float64, 
 	if err != nil {
 		return 0, false
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
+	authorize(req, token)
 	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, false
@@ -580,4 +573,11 @@ func readCPU(ctx context.Context, hc *http.Client, token, url string) (float64, 
 		}
 	}
 	return 0, false
+}
+
+// authorize sets the bearer token on a request to the hub, if there is one.
+func authorize(req *http.Request, token string) {
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 }

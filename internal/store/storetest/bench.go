@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -30,6 +31,11 @@ const BenchSenders = 64
 //     queue; one op is one durable pull of the 16 messages that arrived
 //     since the last (the sends, and the acknowledgement of the 16 pulled
 //     1,000 before, are outside the timer).
+//   - StreamCycle: a streaming receiver's whole cycle under the hub's
+//     benchmark load: BenchSenders goroutines each accept one message at a
+//     time for one receiver, which pulls whatever is queued and
+//     acknowledges it in batches, as the ATP stream and its client do; one
+//     op is one message accepted, pulled and acknowledged.
 func Bench(b *testing.B, open func(b *testing.B) core.Store) {
 	b.Run("AcceptParallel", func(b *testing.B) {
 		s := open(b)
@@ -85,6 +91,8 @@ func Bench(b *testing.B, open func(b *testing.B) core.Store) {
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 	})
 
+	b.Run("StreamCycle", func(b *testing.B) { streamCycle(b, open(b)) })
+
 	b.Run("PullBehindClaims", func(b *testing.B) {
 		s := open(b)
 		ctx := context.Background()
@@ -130,6 +138,91 @@ func Bench(b *testing.B, open func(b *testing.B) core.Store) {
 		}
 	})
 }
+
+// streamCycle runs the StreamCycle benchmark (see Bench).
+func streamCycle(b *testing.B, s core.Store) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	now := at(time.Minute)
+	vis := now.Add(time.Hour)
+	var (
+		next   atomic.Int64
+		failed atomic.Value
+		wg     sync.WaitGroup
+	)
+	fail := func(err error) {
+		failed.CompareAndSwap(nil, err)
+		cancel()
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for g := range BenchSenders {
+		wg.Go(func() {
+			sender := fmt.Sprintf("sender-%d", g)
+			for ctx.Err() == nil {
+				i := next.Add(1) - 1
+				if i >= int64(b.N) {
+					return
+				}
+				m, r := newMessage(fmt.Sprintf("%s-%d", sender, i), sender, "stream", now)
+				m.Parts[0].Text = payload
+				if _, err := s.Accept(ctx, m, r, 0); err != nil {
+					fail(err)
+					return
+				}
+			}
+		})
+	}
+	pulled := make(chan []string, 1024)
+	wg.Go(func() { // the stream: pull what is queued
+		defer close(pulled)
+		for n := 0; n < b.N && ctx.Err() == nil; {
+			ms, err := s.Pull(ctx, "stream", now, vis, 256, false)
+			if err != nil {
+				fail(err)
+				return
+			}
+			if len(ms) == 0 {
+				time.Sleep(50 * time.Microsecond) // the hub waits for a send's wake-up
+				continue
+			}
+			n += len(ms)
+			pulled <- messageIDs(ms)
+		}
+	})
+	acked := 0
+	for ids := range pulled { // the client: acknowledge what arrived meanwhile
+		for more := true; more; {
+			select {
+			case m, ok := <-pulled:
+				if !ok {
+					more = false
+					break
+				}
+				ids = append(ids, m...)
+			default:
+				more = false
+			}
+		}
+		n, err := s.Ack(ctx, "stream", ids, now)
+		if err != nil {
+			fail(err)
+			break
+		}
+		acked += n
+	}
+	wg.Wait()
+	if err, ok := failed.Load().(error); ok {
+		b.Fatal(err)
+	}
+	if acked != b.N {
+		b.Fatalf("acknowledged %d of %d", acked, b.N)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// payload is a message text the size of the hub benchmark's default.
+var payload = strings.Repeat("x", 64)
 
 // fill accepts n messages spread over lanes, with BenchSenders goroutines.
 func fill(b *testing.B, s core.Store, n, lanes int) {

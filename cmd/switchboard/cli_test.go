@@ -43,6 +43,7 @@ func TestCLIAgainstHub(t *testing.T) {
 	for _, reg := range []string{
 		`{"agent_id":"worker","callback_url":"` + worker.URL + `","capabilities":["text.reverse"]}`,
 		`{"agent_id":"planner","capabilities":["plan"]}`,
+		`{"agent_id":"sleeper"}`, // pulls, but never does
 	} {
 		req, _ := http.NewRequest("POST", base+"/atp/register", strings.NewReader(reg))
 		req.Header.Set("Authorization", "Bearer "+h.AdminToken)
@@ -69,6 +70,8 @@ func TestCLIAgainstHub(t *testing.T) {
 		{"send and wait", []string{"send", "--from", "planner", "--to", "worker", "--text", "hi", "--id", "c1", "--wait", "10s"}, "", exitOK, "c1 delivered"},
 		{"send duplicate", []string{"send", "--from", "planner", "--to", "worker", "--text", "hi", "--id", "c1"}, "", exitOK, "(duplicate)"},
 		{"send payload from stdin", []string{"send", "--from", "planner", "--to", "worker", "--payload", "-", "--wait", "10s"}, `{"n":1}`, exitOK, "delivered"},
+		{"send queued", []string{"send", "--from", "planner", "--to", "sleeper", "--text", "hi", "--id", "q1"}, "", exitOK, "q1 queued"},
+		{"send not delivered within the wait", []string{"send", "--from", "planner", "--to", "sleeper", "--text", "hi", "--id", "q2", "--wait", "300ms"}, "", exitFailure, "q2 not delivered within 300ms"},
 		{"send rejected", []string{"send", "--from", "planner", "--to", "worker", "--type", "refuse", "--wait", "10s"}, "", exitFailure, "rejected"},
 		{"send unknown receiver", []string{"send", "--from", "planner", "--to", "ghost", "--text", "x"}, "", exitNotFound, ""},
 		{"send missing flags", []string{"send", "--text", "x"}, "", exitUsage, ""},

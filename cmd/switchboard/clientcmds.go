@@ -128,7 +128,8 @@ Sends a message through the hub. Content is --text, optionally with --image and
 --file attachments (multimodal: an MAMP or A2A receiver gets real image and file
 parts; an ATP receiver gets {"text", "parts"}), or a --payload object. Without --wait it returns once the hub has
 stored the message (status queued). With --wait it waits for the terminal
-status and exits 0 if delivered, 1 if rejected, timed out or expired.
+status and exits 0 if delivered, 1 if rejected, timed out or expired, or
+still queued when the wait runs out.
 Exit codes: 0 ok, 1 failed, 2 usage, 3 unknown receiver, 4 hub unreachable.`, s)
 	var h hubFlags
 	h.add(fs)
@@ -223,9 +224,13 @@ Exit codes: 0 ok, 1 failed, 2 usage, 3 unknown receiver, 4 hub unreachable.`, s)
 		}
 		fmt.Fprintln(s.out)
 	}
-	switch status {
-	case "queued", "delivered":
+	switch {
+	case status == "delivered", status == "queued" && *wait == 0:
 		return exitOK
+	case status == "queued":
+		// Still pending: it may yet be delivered, but not within the wait
+		// the caller asked for.
+		fmt.Fprintf(s.err, "switchboard send: %s not delivered within %v; it stays queued (see: switchboard receipts %s)\n", res.MessageID, *wait, res.MessageID)
 	}
 	return exitFailure
 }

@@ -54,8 +54,8 @@ Works against any ATP-compatible relay. Use --json for machine-readable output.
 Flags:`)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return flagExit(err)
+	if _, code, ok := parseArgs(fs, args, 0); !ok {
+		return code
 	}
 	c.Hub = h.hub
 	if *hubs != "" {

@@ -78,6 +78,9 @@ func TestCLIAgainstHub(t *testing.T) {
 		{"send bad payload", []string{"send", "--from", "a", "--to", "b", "--payload", "[1]"}, "", exitUsage, ""},
 		{"receipts", []string{"receipts", "c1"}, "", exitOK, "delivered"},
 		{"receipts unknown", []string{"receipts", "nope"}, "", exitNotFound, ""},
+		{"receipts, flags after the id", []string{"receipts", "c1", "--json"}, "", exitOK, `"status": "delivered"`},
+		{"receipts, two ids", []string{"receipts", "c1", "c2"}, "", exitUsage, `unexpected argument "c2"`},
+		{"agents, stray argument", []string{"agents", "worker"}, "", exitUsage, `unexpected argument "worker"`},
 		{"dlq list", []string{"dlq", "list"}, "", exitOK, "rejected"},
 		{"dlq bad subcommand", []string{"dlq", "purge"}, "", exitUsage, ""},
 		{"dlq replay unknown", []string{"dlq", "replay", "nope"}, "", exitNotFound, ""},
@@ -151,5 +154,47 @@ func TestBenchCPUProfile(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "missing", "cpu.prof")
 	if code, _, errOut := run(t, "", "bench", "--messages", "1", "--quiet", "--cpuprofile", bad); code != exitUsage || !strings.Contains(errOut, "--cpuprofile") {
 		t.Fatalf("unwritable --cpuprofile: exit %d, %s", code, errOut)
+	}
+}
+
+func TestParseArgs(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want int
+		pos  []string
+		ends bool // parsing ends the command, with code
+		code int
+		json bool
+		out  string // in what parsing printed
+	}{
+		{name: "flag before the argument", args: []string{"--json", "m1"}, want: 1, pos: []string{"m1"}, json: true},
+		{name: "flag after the argument", args: []string{"m1", "--json"}, want: 1, pos: []string{"m1"}, json: true},
+		{name: "flag value after the argument", args: []string{"m1", "--hub", "http://h", "--json"}, want: 1, pos: []string{"m1"}, json: true},
+		{name: "after -- all are arguments", args: []string{"--", "--json"}, want: 1, pos: []string{"--json"}},
+		{name: "no arguments", args: nil, want: 0},
+		{name: "missing argument", ends: true, args: []string{"--json"}, want: 1, code: exitUsage, out: "Usage:"},
+		{name: "one too many", ends: true, args: []string{"m1", "m2"}, want: 1, code: exitUsage, out: `unexpected argument "m2"`},
+		{name: "argument to a command without", ends: true, args: []string{"--json", "extra"}, want: 0, code: exitUsage, out: `unexpected argument "extra"`},
+		{name: "unknown flag after the argument", ends: true, args: []string{"m1", "--nope"}, want: 1, code: exitUsage, out: "-nope"},
+		{name: "help", ends: true, args: []string{"m1", "--help"}, want: 1, code: exitOK, out: "Usage:"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var errb bytes.Buffer
+			fs := newFlagSet("receipts", "Usage: switchboard receipts [flags] MESSAGE_ID", stdio{err: &errb})
+			var h hubFlags
+			h.add(fs)
+			pos, code, ok := parseArgs(fs, c.args, c.want)
+			if ok == c.ends || code != c.code {
+				t.Fatalf("ok %v, code %d; want ends %v, code %d; printed %q", ok, code, c.ends, c.code, errb.String())
+			}
+			if !strings.Contains(errb.String(), c.out) {
+				t.Fatalf("printed %q, want %q in it", errb.String(), c.out)
+			}
+			if ok && (strings.Join(pos, " ") != strings.Join(c.pos, " ") || h.json != c.json) {
+				t.Fatalf("arguments %q json %v, want %q json %v", pos, h.json, c.pos, c.json)
+			}
+		})
 	}
 }

@@ -94,8 +94,8 @@ func runAgents(ctx context.Context, args []string, s stdio) int {
 	h.add(fs)
 	capability := fs.String("capability", "", "only agents with this capability")
 	alive := fs.Bool("alive", false, "only agents whose lease is current")
-	if err := fs.Parse(args); err != nil {
-		return flagExit(err)
+	if _, code, ok := parseArgs(fs, args, 0); !ok {
+		return code
 	}
 	agents, err := h.client().Agents(ctx, *capability, *alive)
 	if err != nil {
@@ -146,8 +146,8 @@ Exit codes: 0 ok, 1 failed, 2 usage, 3 unknown receiver, 4 hub unreachable.`, s)
 	fs.Var(&files, "file", "attach a file (media type from its extension, checked against its bytes); repeatable")
 	ttl := fs.Duration("ttl", time.Minute, "time to live")
 	wait := fs.Duration("wait", 0, "wait up to this long for a terminal status")
-	if err := fs.Parse(args); err != nil {
-		return flagExit(err)
+	if _, code, ok := parseArgs(fs, args, 0); !ok {
+		return code
 	}
 	if *from == "" || *to == "" {
 		fmt.Fprintln(s.err, "send: --from and --to are required")
@@ -239,14 +239,11 @@ func runReceipts(ctx context.Context, args []string, s stdio) int {
 	fs := newFlagSet("receipts", "Usage: switchboard receipts [flags] MESSAGE_ID\n\nShows a message's receipt: status, attempts, history.\nExit codes: 0 found, 3 unknown message, 4 hub unreachable.", s)
 	var h hubFlags
 	h.add(fs)
-	if err := fs.Parse(args); err != nil {
-		return flagExit(err)
+	pos, code, ok := parseArgs(fs, args, 1)
+	if !ok {
+		return code
 	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return exitUsage
-	}
-	rc, err := h.client().Receipt(ctx, fs.Arg(0))
+	rc, err := h.client().Receipt(ctx, pos[0])
 	if err != nil {
 		return failure(s, "receipts", err)
 	}
@@ -284,23 +281,24 @@ func runDLQ(ctx context.Context, args []string, s stdio) int {
 	receiver := fs.String("receiver", "", "list: only dead letters for this receiver")
 	limit := fs.Int("limit", 100, "list: at most this many")
 	ttl := fs.Duration("ttl", 0, "replay: new TTL (default: the message's own)")
-	if err := fs.Parse(args[1:]); err != nil {
-		return flagExit(err)
+	want := 0
+	if sub == "replay" {
+		want = 1
+	}
+	pos, code, ok := parseArgs(fs, args[1:], want)
+	if !ok {
+		return code
 	}
 	c := h.client()
 	if sub == "replay" {
-		if fs.NArg() != 1 {
-			fs.Usage()
-			return exitUsage
-		}
-		rc, err := c.Replay(ctx, fs.Arg(0), *ttl)
+		rc, err := c.Replay(ctx, pos[0], *ttl)
 		if err != nil {
 			return failure(s, "dlq replay", err)
 		}
 		if h.json {
 			fmt.Fprintln(s.out, string(rc))
 		} else {
-			fmt.Fprintf(s.out, "%s queued\n", fs.Arg(0))
+			fmt.Fprintf(s.out, "%s queued\n", pos[0])
 		}
 		return exitOK
 	}
@@ -337,8 +335,8 @@ func runTail(ctx context.Context, args []string, s stdio) int {
 	agent := fs.String("agent", "", "only events of this agent (as sender or receiver)")
 	typ := fs.String("type", "", "only events of this type (accepted, delivered, retry, rejected, timeout, …)")
 	count := fs.Int("n", 0, "exit after this many events (0: follow forever)")
-	if err := fs.Parse(args); err != nil {
-		return flagExit(err)
+	if _, code, ok := parseArgs(fs, args, 0); !ok {
+		return code
 	}
 	c := h.client()
 	q := []string{}

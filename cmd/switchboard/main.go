@@ -87,6 +87,37 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "Exit codes: 0 ok, 1 failed, 2 usage, 3 not found, 4 hub unreachable.")
 }
 
+// parseArgs parses a command's flags wherever they stand among its
+// arguments, as most command lines allow (`receipts m1 --json` as well as
+// `receipts --json m1`; everything after "--" is an argument), and checks
+// that exactly want arguments remain. When ok is false the command ends
+// with code: 0 after --help, 2 (usage) otherwise.
+func parseArgs(fs *flag.FlagSet, args []string, want int) (pos []string, code int, ok bool) {
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, flagExit(err), false
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			pos = append(pos, rest...) // all arguments after "--"
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+	if len(pos) != want {
+		if len(pos) > want {
+			fmt.Fprintf(fs.Output(), "switchboard %s: unexpected argument %q\n\n", fs.Name(), pos[want])
+		}
+		fs.Usage()
+		return nil, exitUsage, false
+	}
+	return pos, exitOK, true
+}
+
 // flagExit maps a flag parsing error to an exit code: --help is success.
 func flagExit(err error) int {
 	if err == flag.ErrHelp {

@@ -61,12 +61,8 @@ func runMCP(ctx context.Context, args []string, s stdio) int {
 		fmt.Fprint(s.err, mcpUsage)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return flagExit(err)
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(s.err, "mcp: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
+	if _, code, ok := parseArgs(fs, args, 0); !ok {
+		return code
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {

@@ -19,8 +19,8 @@ them at start-up (safely, under an advisory lock, when several start at once);
 this command is for doing it ahead of a deployment. The embedded store needs
 no migration.`, s)
 	url := fs.String("store", os.Getenv("SWITCHBOARD_STORE"), "PostgreSQL URL (env SWITCHBOARD_STORE)")
-	if err := fs.Parse(args); err != nil {
-		return flagExit(err)
+	if _, code, ok := parseArgs(fs, args, 0); !ok {
+		return code
 	}
 	if !strings.HasPrefix(*url, "postgres://") && !strings.HasPrefix(*url, "postgresql://") {
 		fmt.Fprintln(s.err, "migrate: --store must be a postgres:// URL")

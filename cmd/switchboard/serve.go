@@ -49,8 +49,8 @@ func runServe(ctx context.Context, args []string, s stdio) int {
 		fmt.Fprintln(s.err, "Usage: switchboard serve [flags]\n\nRuns the hub: ATP at /atp/*, MAMP at /mamp/v1/*, A2A at /a2a/{agent} (cards under\n/.well-known/), MCP at /mcp, AMP at /v4/amp and /v4/tick, the dashboard at\n/dashboard/, and /healthz, /readyz, /metrics, /v1/* for operators.\nAuth is on unless --dev; the embedded store (default) needs nothing installed.\n\nFlags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return flagExit(err)
+	if _, code, ok := parseArgs(fs, args, 0); !ok {
+		return code
 	}
 	if (o.TLSCert == "") != (o.TLSKey == "") {
 		fmt.Fprintln(s.err, "serve: --tls-cert and --tls-key go together")

@@ -15,8 +15,8 @@ func init() { register("version", "print the version", runVersion) }
 func runVersion(_ context.Context, args []string, s stdio) int {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
 	fs.SetOutput(s.err)
-	if err := fs.Parse(args); err != nil {
-		return flagExit(err)
+	if _, code, ok := parseArgs(fs, args, 0); !ok {
+		return code
 	}
 	v := version
 	if bi, ok := debug.ReadBuildInfo(); ok && v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {

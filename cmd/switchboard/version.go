@@ -15,7 +15,9 @@ func init() { register("version", "print the version", runVersion) }
 func runVersion(_ context.Context, args []string, s stdio) int {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
 	fs.SetOutput(s.err)
-	fs.Usage = func() { fmt.Fprintln(s.err, "Usage: switchboard version\n\nPrints the version (set at build time, else the module's).") }
+	fs.Usage = func() {
+		fmt.Fprintln(s.err, "Usage: switchboard version\n\nPrints the version (set at build time, else the module's).")
+	}
 	if _, code, ok := parseArgs(fs, args, 0); !ok {
 		return code
 	}

@@ -198,3 +198,12 @@ func TestParseArgs(t *testing.T) {
 		})
 	}
 }
+
+func TestServeRefusesADataDirectoryInUse(t *testing.T) {
+	dir := t.TempDir()
+	hubtest.Start(t, hub.Options{Dev: true, DataDir: dir})
+	code, _, errOut := run(t, "", "serve", "--dev", "--addr", "127.0.0.1:0", "--data", dir)
+	if code != exitFailure || !strings.Contains(errOut, "data directory in use by another process") {
+		t.Fatalf("second serve on one data directory: exit %d, stderr %q", code, errOut)
+	}
+}

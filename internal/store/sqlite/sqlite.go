@@ -42,13 +42,21 @@ type Options struct {
 	NoSync bool
 }
 
+// lockFile is the data directory's lock file (see lockDir).
+const lockFile = "switchboard.lock"
+
+// ErrInUse is returned by Open when another process has the data directory
+// open.
+var ErrInUse = errors.New("sqlite: data directory in use by another process")
+
 // Store is the SQLite implementation of core.Store.
 type Store struct {
-	wdb  *sql.DB
-	rdb  *sql.DB
-	ops  chan *op
-	quit chan struct{}
-	wg   sync.WaitGroup
+	unlock func() // releases the data directory's lock
+	wdb    *sql.DB
+	rdb    *sql.DB
+	ops    chan *op
+	quit   chan struct{}
+	wg     sync.WaitGroup
 
 	closeOnce sync.Once
 	wstmts    sync.Map // query → *sql.Stmt prepared on the writer's connection
@@ -190,11 +198,21 @@ type op struct {
 	err chan error
 }
 
-// Open opens (creating if needed) the store in directory dir.
-func Open(ctx context.Context, dir string, o Options) (*Store, error) {
+// Open opens (creating if needed) the store in directory dir, which one
+// process at a time may have open (ErrInUse).
+func Open(ctx context.Context, dir string, o Options) (_ *Store, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("sqlite: create data directory: %w", err)
 	}
+	unlock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			unlock()
+		}
+	}()
 	path := filepath.Join(dir, "switchboard.db")
 	sync := "FULL"
 	switch strings.ToLower(o.Sync) {
@@ -232,7 +250,7 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	}
 	rdb.SetMaxOpenConns(readers)
 	rdb.SetMaxIdleConns(readers)
-	s := &Store{wdb: wdb, rdb: rdb, unprepared: map[string]struct{}{}, cache: newMsgCache(), cursors: map[string]pullCursor{}, cursorReach: defaultCursorReach, maxCursors: defaultMaxCursors, ops: make(chan *op, maxBatch), quit: make(chan struct{})}
+	s := &Store{unlock: unlock, wdb: wdb, rdb: rdb, unprepared: map[string]struct{}{}, cache: newMsgCache(), cursors: map[string]pullCursor{}, cursorReach: defaultCursorReach, maxCursors: defaultMaxCursors, ops: make(chan *op, maxBatch), quit: make(chan struct{})}
 	// Pull cursors measure their reach from the newest message.
 	if err := wdb.QueryRowContext(ctx, "SELECT COALESCE(MAX(seq), 0) FROM messages").Scan(&s.lastSeq); err != nil {
 		wdb.Close()
@@ -254,6 +272,7 @@ func (s *Store) Close() error {
 			c.Range(func(_, v any) bool { v.(*sql.Stmt).Close(); return true })
 		}
 		err = errors.Join(s.rdb.Close(), s.wdb.Close())
+		s.unlock()
 	})
 	return err
 }

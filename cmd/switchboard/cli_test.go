@@ -202,7 +202,12 @@ func TestParseArgs(t *testing.T) {
 func TestServeRefusesADataDirectoryInUse(t *testing.T) {
 	dir := t.TempDir()
 	hubtest.Start(t, hub.Options{Dev: true, DataDir: dir})
-	code, _, errOut := run(t, "", "serve", "--dev", "--addr", "127.0.0.1:0", "--data", dir)
+	// Should the second serve start after all, it stops at the timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code := runMain(ctx, []string{"serve", "--dev", "--addr", "127.0.0.1:0", "--data", dir}, stdio{in: strings.NewReader(""), out: &out, err: &errb})
+	errOut := errb.String()
 	if code != exitFailure || !strings.Contains(errOut, "data directory in use by another process") {
 		t.Fatalf("second serve on one data directory: exit %d, stderr %q", code, errOut)
 	}

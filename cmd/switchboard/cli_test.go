@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -211,4 +212,54 @@ func TestServeRefusesADataDirectoryInUse(t *testing.T) {
 	if code != exitFailure || !strings.Contains(errOut, "data directory in use by another process") {
 		t.Fatalf("second serve on one data directory: exit %d, stderr %q", code, errOut)
 	}
+}
+
+func TestTailEndsWhenTheHubGoes(t *testing.T) {
+	addr := proctest.FreeAddr(t)
+	hubProc := proctest.StartHub(t, addr, "--dev", "--data", t.TempDir())
+	var out, errOut lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- runMain(context.Background(), []string{"tail", "--hub", "http://" + addr, "-n", "1000"}, stdio{in: strings.NewReader(""), out: &out, err: &errOut})
+	}()
+	// Registrations until tail shows one (it may not be connected yet).
+	deadline := time.Now().Add(15 * time.Second)
+	for !strings.Contains(out.String(), "registered") {
+		if time.Now().After(deadline) {
+			t.Fatalf("tail showed no event: stdout %q, stderr %q", out.String(), errOut.String())
+		}
+		resp, err := http.Post("http://"+addr+"/atp/register", "application/json", strings.NewReader(`{"agent_id":"seen"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		time.Sleep(100 * time.Millisecond)
+	}
+	hubProc.Kill()
+	select {
+	case code := <-done:
+		if code != exitUnavail || !strings.Contains(errOut.String(), "the hub closed the event stream after") {
+			t.Fatalf("tail after the hub was killed: exit %d\nstdout: %s\nstderr: %s", code, out.String(), errOut.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("tail did not end when the hub went away")
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe to write and read from two goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -329,7 +329,7 @@ func runDLQ(ctx context.Context, args []string, s stdio) int {
 }
 
 func runTail(ctx context.Context, args []string, s stdio) int {
-	fs := newFlagSet("tail", "Usage: switchboard tail [flags]\n\nFollows the live message flow (accepted, delivered, retried, rejected, timed\nout) until interrupted. Needs the admin token.", s)
+	fs := newFlagSet("tail", "Usage: switchboard tail [flags]\n\nFollows the live message flow (accepted, delivered, retried, rejected, timed\nout) until interrupted, or -n events. Needs the admin token. Exits 4 if the\nhub closes the stream first (it stopped or restarted).", s)
 	var h hubFlags
 	h.add(fs)
 	agent := fs.String("agent", "", "only events of this agent (as sender or receiver)")
@@ -406,7 +406,17 @@ func runTail(ctx context.Context, args []string, s stdio) int {
 		}
 	}
 	if ctx.Err() != nil {
-		return exitOK
+		return exitOK // interrupted
 	}
-	return exitOK
+	// The hub went away (or restarted): say so, rather than end as if
+	// the flow, or the -n events asked for, had been followed.
+	events := "events"
+	if seen == 1 {
+		events = "event"
+	}
+	cause := fmt.Sprintf("the hub closed the event stream after %d %s", seen, events)
+	if err := sc.Err(); err != nil {
+		cause += " (" + err.Error() + ")"
+	}
+	return failure(s, "tail", fmt.Errorf("%w: %s", client.ErrUnavailable, cause))
 }

@@ -263,3 +263,28 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+func TestRateLimitedIsAFailureNotAUsageError(t *testing.T) {
+	h, base := hubtest.Start(t, hub.Options{RateLimit: 0.001, RateBurst: 1})
+	// The operator is not rate-limited; an agent is.
+	req, _ := http.NewRequest(http.MethodPost, base+"/atp/register", strings.NewReader(`{"agent_id":"chatty"}`))
+	req.Header.Set("Authorization", "Bearer "+h.AdminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("register: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	token, err := h.Creds.Issue(context.Background(), "chatty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SWITCHBOARD_HUB", base)
+	t.Setenv("SWITCHBOARD_TOKEN", token)
+	if code, out, errOut := run(t, "", "agents"); code != exitOK {
+		t.Fatalf("first call: exit %d %s %s", code, out, errOut)
+	}
+	code, _, errOut := run(t, "", "agents")
+	if code != exitFailure || !strings.Contains(errOut, "429") {
+		t.Fatalf("rate-limited call: exit %d (want %d), stderr %q", code, exitFailure, errOut)
+	}
+}

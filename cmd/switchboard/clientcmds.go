@@ -66,6 +66,8 @@ func failure(s stdio, cmd string, err error) int {
 		return exitUnavail
 	case errors.As(err, &he) && he.StatusCode == http.StatusNotFound:
 		return exitNotFound
+	case errors.As(err, &he) && he.StatusCode == http.StatusTooManyRequests:
+		return exitFailure // the request was fine; try again later
 	case errors.As(err, &he) && he.StatusCode >= 400 && he.StatusCode < 500:
 		return exitUsage
 	}

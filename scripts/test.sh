@@ -68,13 +68,24 @@ step "go test -race ./..."
 go test -race -count=1 -timeout 30m ./...
 
 fuzztime=${FUZZTIME:-5s}
+fuzz() { go test -run='^$' -fuzz="^${2}\$" -fuzztime="$fuzztime" "$1" 2>&1; }
 if [ "$fuzztime" != "0" ]; then
 	step "fuzzing (each target for $fuzztime)"
 	while IFS= read -r file; do
 		pkg="./$(dirname "$file")"
 		for target in $(grep -oE '^func (Fuzz[A-Za-z0-9_]+)' "$file" | awk '{print $2}'); do
 			echo "$pkg $target"
-			go test -run='^$' -fuzz="^${target}\$" -fuzztime="$fuzztime" "$pkg" >/dev/null
+			if ! out=$(fuzz "$pkg" "$target"); then
+				echo "$out" | tail -40
+				# An input the fuzzer found failing is now in the package's
+				# testdata/fuzz and fails the second run too; a fuzzing
+				# worker that stalled with a busy machine does not.
+				echo "$pkg $target: failed; running it once more"
+				if ! out=$(fuzz "$pkg" "$target"); then
+					echo "$out" | tail -40
+					exit 1
+				fi
+			fi
 		done
 	done < <(git ls-files '*_test.go' | xargs grep -l '^func Fuzz')
 fi

@@ -275,6 +275,12 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	}
 
 	text := strings.Repeat("x", c.Payload)
+	conns := make([]*senderConn, c.Senders)
+	for s := range conns {
+		if conns[s], err = newSenderConn(hubs[s%len(hubs)], c.Token, 30*time.Second); err != nil {
+			return Result{}, err
+		}
+	}
 	hub0, hubOK := hubCPU(ctx, hc, c.Token, hubs)
 	load0, loadOK := selfCPU()
 	var sent, accepted, errs atomic.Int64
@@ -291,7 +297,8 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		go func(s int) {
 			defer wg.Done()
 			sender := fmt.Sprintf("bench-send-%s-%d", run, s)
-			hub := hubs[s%len(hubs)]
+			conn := conns[s]
+			defer conn.close()
 			// Open-loop schedule: this sender's i-th message is due at
 			// start + (s + i*Senders) / Rate.
 			var every time.Duration
@@ -330,9 +337,10 @@ func Run(ctx context.Context, c Config) (Result, error) {
 				rv.mu.Lock()
 				rv.sentAt[id] = t0
 				rv.mu.Unlock()
-				code, _, err := post(ctx, hub, "/atp/send", envelope{ATPVersion: "1.0", MessageID: id, Sender: sender,
+				body, _ := json.Marshal(envelope{ATPVersion: "1.0", MessageID: id, Sender: sender,
 					Receiver: recvIDs[(s+i)%len(recvIDs)], Type: "bench", Timestamp: float64(t0.UnixMicro()) / 1e6, TTLMillis: c.TTL.Milliseconds(),
 					Payload: textPayload{Text: text}})
+				code, err := conn.post(ctx, "/atp/send", body)
 				d := time.Since(t0)
 				if every > 0 {
 					d = time.Since(due) // includes any wait behind a late answer

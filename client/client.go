@@ -11,23 +11,26 @@ package client
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
+	crand "crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
 
 // Client talks to one hub over its ATP routes.
 type Client struct {
-	base  string
-	token string
-	http  *http.Client
+	base    string
+	token   string
+	http    *http.Client
+	retries int // Send's extra attempts (WithRetries)
 }
 
 // Option configures a Client.
@@ -39,9 +42,23 @@ func WithToken(t string) Option { return func(c *Client) { c.token = t } }
 // WithHTTPClient sets the HTTP client.
 func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.http = h } }
 
+// DefaultRetries is how many times Send tries again, by default, after a
+// failure that may be passing (see WithRetries).
+const DefaultRetries = 3
+
+// WithRetries sets how many times Send tries again after a failure that may
+// be passing: the hub unreachable or the connection lost (ErrUnavailable),
+// or an answer of 429, 500, 502, 503, 504 or 507. It waits 100 ms before the
+// first retry and twice as long before each next one (with jitter), or as
+// long as a 429 or 503 answer's Retry-After asks, and gives up early when
+// ctx would end first. Every attempt carries the same message_id, so the hub
+// stores the message once whatever happened to an earlier attempt. 0 turns
+// retries off (for a caller that fails over to another hub itself).
+func WithRetries(n int) Option { return func(c *Client) { c.retries = max(n, 0) } }
+
 // New returns a client for the hub at baseURL.
 func New(baseURL string, opts ...Option) *Client {
-	c := &Client{base: strings.TrimRight(baseURL, "/"), http: &http.Client{Timeout: 90 * time.Second}}
+	c := &Client{base: strings.TrimRight(baseURL, "/"), http: &http.Client{Timeout: 90 * time.Second}, retries: DefaultRetries}
 	for _, o := range opts {
 		o(c)
 	}
@@ -63,6 +80,8 @@ type Error struct {
 	StatusCode int    `json:"status_code"`
 	Code       string `json:"error"`
 	Message    string `json:"message"`
+	// RetryAfter is the answer's Retry-After, when it has one in seconds.
+	RetryAfter time.Duration `json:"-"`
 }
 
 // Error implements error.
@@ -117,6 +136,9 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 			e.Code, e.Message = http.StatusText(resp.StatusCode), strings.TrimSpace(string(data))
 		}
 		e.StatusCode = resp.StatusCode
+		if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs >= 0 {
+			e.RetryAfter = time.Duration(secs) * time.Second
+		}
 		return e
 	}
 	if out == nil {
@@ -278,19 +300,26 @@ type SendResult struct {
 	Status    string          `json:"status"`
 	MessageID string          `json:"message_id"`
 	Receipt   json.RawMessage `json:"receipt"`
-	Duplicate bool            `json:"duplicate"`
+	// Duplicate is true when the hub already had a message with this id:
+	// sent before by the caller, or, when Attempts is over 1, by an earlier
+	// attempt of this Send whose answer was lost. Either way the message is
+	// stored once.
+	Duplicate bool `json:"duplicate"`
+	// Attempts is how many requests this Send made (1 unless it retried).
+	Attempts int `json:"-"`
 }
 
 // NewID returns a random message id.
 func NewID() string {
 	var b [16]byte
-	_, _ = rand.Read(b[:])
+	_, _ = crand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
 
 // Send sends a message and returns once the hub has stored it (status
 // "queued"), or a terminal status when wait > 0 and the message ended within
-// it.
+// it. A failure that may be passing is retried with the same message id
+// (see WithRetries).
 func (c *Client) Send(ctx context.Context, m Message, wait ...time.Duration) (*SendResult, error) {
 	if m.MessageID == "" {
 		m.MessageID = NewID()
@@ -312,11 +341,69 @@ func (c *Client) Send(ctx context.Context, m Message, wait ...time.Duration) (*S
 	if len(wait) > 0 && wait[0] > 0 {
 		path += fmt.Sprintf("?wait_ms=%d", wait[0].Milliseconds())
 	}
-	var out SendResult
-	if err := c.do(ctx, http.MethodPost, path, body, &out); err != nil {
-		return nil, err
+	for attempt := 1; ; attempt++ {
+		var out SendResult
+		err := c.do(ctx, http.MethodPost, path, body, &out)
+		if err == nil {
+			out.Attempts = attempt
+			return &out, nil
+		}
+		wait, again := retryAfter(err, attempt)
+		if !again || attempt > c.retries || !waitFor(ctx, wait) {
+			if attempt > 1 {
+				return nil, fmt.Errorf("send %s: gave up after %d attempts: %w", m.MessageID, attempt, err)
+			}
+			return nil, err
+		}
 	}
-	return &out, nil
+}
+
+// Backoff between Send's attempts: retryBase before the first retry,
+// doubling up to retryMax, or what the hub's Retry-After asks up to
+// retryAfterMax.
+const (
+	retryBase     = 100 * time.Millisecond
+	retryMax      = 2 * time.Second
+	retryAfterMax = 30 * time.Second
+)
+
+// retryAfter says whether err, the failure of attempt, may pass, and how
+// long to wait before trying again.
+func retryAfter(err error, attempt int) (time.Duration, bool) {
+	var e *Error
+	switch {
+	case errors.Is(err, ErrUnavailable):
+	case errors.As(err, &e):
+		switch e.StatusCode {
+		case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+			if e.RetryAfter > 0 {
+				return min(e.RetryAfter, retryAfterMax), true
+			}
+		case http.StatusInternalServerError, http.StatusBadGateway, http.StatusGatewayTimeout, http.StatusInsufficientStorage:
+		default:
+			return 0, false
+		}
+	default:
+		return 0, false
+	}
+	d := min(retryBase<<(attempt-1), retryMax)
+	return d/2 + rand.N(d/2+1), true // jitter: callers that failed together do not retry together
+}
+
+// waitFor sleeps for d and reports true, or reports false at once when ctx
+// would end before d has passed.
+func waitFor(ctx context.Context, d time.Duration) bool {
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // Receipt is a message's transport receipt.

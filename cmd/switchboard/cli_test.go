@@ -123,8 +123,26 @@ func TestCLIAgainstHub(t *testing.T) {
 
 func TestCLIHubUnreachable(t *testing.T) {
 	t.Setenv("SWITCHBOARD_HUB", "http://"+proctest.FreeAddr(t))
-	if code, _, _ := run(t, "", "agents"); code != exitUnavail {
-		t.Fatalf("exit %d, want %d", code, exitUnavail)
+	send := []string{"send", "--from", "planner", "--to", "worker", "--text", "hi", "--id", "u1"}
+	for _, c := range []struct {
+		name     string
+		args     []string
+		code     int
+		contains string // in stderr
+		lacks    string
+	}{
+		{"agents", []string{"agents"}, exitUnavail, "hub unavailable", ""},
+		{"send retries, then gives up", send, exitUnavail, "gave up after 4 attempts", ""},
+		{"send --retries 0 tries once", append(send, "--retries", "0"), exitUnavail, "hub unavailable", "gave up"},
+		{"send --retries 1", append(send, "--retries", "1"), exitUnavail, "gave up after 2 attempts", ""},
+		{"send --retries -1", append(send, "--retries", "-1"), exitUsage, "--retries must be 0 or more", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, errOut := run(t, "", c.args...)
+			if code != c.code || !strings.Contains(errOut, c.contains) || (c.lacks != "" && strings.Contains(errOut, c.lacks)) {
+				t.Fatalf("exit %d (want %d), stderr: %s", code, c.code, errOut)
+			}
+		})
 	}
 }
 

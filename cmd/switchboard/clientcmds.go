@@ -47,14 +47,14 @@ func (h *hubFlags) add(fs *flag.FlagSet) {
 	fs.BoolVar(&h.json, "json", false, "print JSON")
 }
 
-func (h *hubFlags) client() *client.Client {
+func (h *hubFlags) client(opts ...client.Option) *client.Client {
 	tok := h.token
 	if tok == "" {
 		if b, err := os.ReadFile(filepath.Join(envOr("SWITCHBOARD_DATA", "./switchboard-data"), "admin.token")); err == nil {
 			tok = strings.TrimSpace(string(b))
 		}
 	}
-	return client.New(h.hub, client.WithToken(tok))
+	return client.New(h.hub, append([]client.Option{client.WithToken(tok)}, opts...)...)
 }
 
 // failure prints err and maps it to an exit code.
@@ -131,7 +131,10 @@ Sends a message through the hub. Content is --text, optionally with --image and
 parts; an ATP receiver gets {"text", "parts"}), or a --payload object. Without --wait it returns once the hub has
 stored the message (status queued). With --wait it waits for the terminal
 status and exits 0 if delivered, 1 if rejected, timed out or expired, or
-still queued when the wait runs out.
+still queued when the wait runs out. When the hub cannot be reached, the
+connection drops or the hub answers 429, 500, 502, 503, 504 or 507, the send
+is tried again (--retries times, backing off from 100 ms or as Retry-After
+asks) with the same message id, so the hub stores it once.
 Exit codes: 0 ok, 1 failed, 2 usage, 3 unknown receiver, 4 hub unreachable.`, s)
 	var h hubFlags
 	h.add(fs)
@@ -148,6 +151,7 @@ Exit codes: 0 ok, 1 failed, 2 usage, 3 unknown receiver, 4 hub unreachable.`, s)
 	fs.Var(&files, "file", "attach a file (media type from its extension, checked against its bytes); repeatable")
 	ttl := fs.Duration("ttl", time.Minute, "time to live")
 	wait := fs.Duration("wait", 0, "wait up to this long for a terminal status")
+	retries := fs.Int("retries", client.DefaultRetries, "times to try again after a failure that may pass (0: none)")
 	if _, code, ok := parseArgs(fs, args, 0); !ok {
 		return code
 	}
@@ -196,7 +200,11 @@ Exit codes: 0 ok, 1 failed, 2 usage, 3 unknown receiver, 4 hub unreachable.`, s)
 		}
 		body = map[string]any{"text": *text, "parts": parts}
 	}
-	c := h.client()
+	if *retries < 0 {
+		fmt.Fprintln(s.err, "send: --retries must be 0 or more")
+		return exitUsage
+	}
+	c := h.client(client.WithRetries(*retries))
 	m := client.Message{MessageID: *id, Sender: *from, Receiver: *to, Type: *typ, TTL: *ttl,
 		CorrelationID: *corr, ConversationID: *conv, Payload: body}
 	res, err := c.Send(ctx, m, *wait)

@@ -215,6 +215,14 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		}
 		hubs[i] = h
 	}
+	// The senders' connections (see conn.go), dialled at their first send.
+	conns := make([]*senderConn, c.Senders)
+	for s := range conns {
+		var err error
+		if conns[s], err = newSenderConn(hubs[s%len(hubs)], c.Token, 30*time.Second); err != nil {
+			return Result{}, err
+		}
+	}
 	rv := &receiver{sentAt: map[string]time.Time{}, got: map[string]bool{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -275,12 +283,6 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	}
 
 	text := strings.Repeat("x", c.Payload)
-	conns := make([]*senderConn, c.Senders)
-	for s := range conns {
-		if conns[s], err = newSenderConn(hubs[s%len(hubs)], c.Token, 30*time.Second); err != nil {
-			return Result{}, err
-		}
-	}
 	hub0, hubOK := hubCPU(ctx, hc, c.Token, hubs)
 	load0, loadOK := selfCPU()
 	var sent, accepted, errs atomic.Int64

@@ -77,10 +77,18 @@ func TestRunSpreadsSendersAcrossHubs(t *testing.T) {
 	}
 }
 
-func TestRunRefusesEmptyHubURL(t *testing.T) {
-	_, err := bench.Run(context.Background(), bench.Config{Hubs: []string{"http://127.0.0.1:1", " "}})
-	if err == nil || !strings.Contains(err.Error(), "hub 2") {
-		t.Fatalf("err = %v, want an error naming hub 2", err)
+func TestRunRefusesBadHubURLs(t *testing.T) {
+	for _, c := range []struct {
+		hubs []string
+		want string
+	}{
+		{[]string{"http://127.0.0.1:1", " "}, "hub 2"},
+		{[]string{"ftp://127.0.0.1:1"}, "want http:// or https://"},
+	} {
+		_, err := bench.Run(context.Background(), bench.Config{Hubs: c.hubs})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("hubs %q: err = %v, want one saying %q", c.hubs, err, c.want)
+		}
 	}
 }
 

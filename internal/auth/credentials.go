@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/switchboard-hub/switchboard/internal/core"
 )
@@ -22,9 +24,33 @@ const recordKind = "credential"
 const TokenPrefix = "sbk_"
 
 // Credentials issues and verifies agent tokens.
+//
+// Verify keeps the tokens it found in a small cache for CacheTTL, so that an
+// agent sending many messages costs one store read a second rather than one
+// per request. Revoke empties the cache of the agent's tokens at once; another
+// instance on the same store (PostgreSQL) stops accepting a revoked token
+// within CacheTTL. Unknown tokens are not cached.
 type Credentials struct {
 	Store core.RecordStore
 	Clock core.Clock
+	// CacheTTL is how long a verified token is trusted without reading the
+	// store again (default DefaultCacheTTL; negative: no cache).
+	CacheTTL time.Duration
+
+	mu    sync.Mutex
+	cache map[string]cachedCred // token hash → agent
+	gen   uint64                // incremented by every Revoke
+}
+
+// DefaultCacheTTL is Credentials' default CacheTTL.
+const DefaultCacheTTL = time.Second
+
+// maxCachedCreds bounds the cache; past it the cache starts over.
+const maxCachedCreds = 10000
+
+type cachedCred struct {
+	agent string
+	until time.Time
 }
 
 // NewToken returns a fresh random token.
@@ -59,6 +85,17 @@ func (c *Credentials) Verify(ctx context.Context, token string) (string, error) 
 
 // verifyHash returns the agent whose token has the stored form hash.
 func (c *Credentials) verifyHash(ctx context.Context, hash string) (string, error) {
+	ttl := c.CacheTTL
+	if ttl == 0 {
+		ttl = DefaultCacheTTL
+	}
+	c.mu.Lock()
+	if e, ok := c.cache[hash]; ok && time.Now().Before(e.until) {
+		c.mu.Unlock()
+		return e.agent, nil
+	}
+	gen := c.gen
+	c.mu.Unlock()
 	rec, err := c.Store.GetRecord(ctx, recordKind, hash)
 	if errors.Is(err, core.ErrNotFound) {
 		return "", fmt.Errorf("unknown token: %w", ErrUnauthenticated)
@@ -66,7 +103,20 @@ func (c *Credentials) verifyHash(ctx context.Context, hash string) (string, erro
 	if err != nil {
 		return "", err
 	}
-	return string(rec.Data), nil
+	agent := string(rec.Data)
+	if ttl > 0 {
+		c.mu.Lock()
+		// A Revoke that ran since the read may have deleted this token:
+		// then the answer stands for this request but is not kept.
+		if c.gen == gen {
+			if c.cache == nil || len(c.cache) >= maxCachedCreds {
+				c.cache = map[string]cachedCred{}
+			}
+			c.cache[hash] = cachedCred{agent: agent, until: time.Now().Add(ttl)}
+		}
+		c.mu.Unlock()
+	}
+	return agent, nil
 }
 
 // HasAny reports whether agentID holds a credential.
@@ -81,12 +131,26 @@ func (c *Credentials) Revoke(ctx context.Context, agentID string) error {
 	if err != nil {
 		return err
 	}
+	defer c.forget(agentID)
 	for _, r := range recs {
 		if err := c.Store.DeleteRecord(ctx, recordKind, r.ID); err != nil && !errors.Is(err, core.ErrNotFound) {
 			return err
 		}
 	}
 	return nil
+}
+
+// forget drops agentID's tokens from the cache, and keeps reads that were
+// in flight from caching what they found.
+func (c *Credentials) forget(agentID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	for h, e := range c.cache {
+		if e.agent == agentID {
+			delete(c.cache, h)
+		}
+	}
 }
 
 // Authenticator turns a request's bearer token into a Principal.

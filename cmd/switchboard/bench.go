@@ -48,7 +48,9 @@ senders are spread over several instances of one hub (for example on one
 PostgreSQL database) to measure scale-out. It also prints the CPU time used
 per delivered message by the load generator and, when the hub's /metrics
 answers (the admin token, or --metrics-public), by the hub (summed over the
---hubs URLs).
+--hubs URLs). Each sender registers as an agent and sends with the
+credential the hub issues it, as agents do; a hub that issues none (--dev,
+or another relay) gets --token from every sender.
 Works against any ATP-compatible relay. Use --json for machine-readable output.
 
 Flags:`)

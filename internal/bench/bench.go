@@ -96,6 +96,9 @@ type Result struct {
 	// less than throughput does.
 	HubCPU  time.Duration `json:"hub_cpu_per_message_ns,omitempty"`
 	LoadCPU time.Duration `json:"load_cpu_per_message_ns,omitempty"`
+	// SenderCredentials is how many senders sent with a credential of
+	// their own (the rest used Config.Token).
+	SenderCredentials int `json:"sender_credentials"`
 }
 
 // String formats a result for people.
@@ -115,6 +118,9 @@ func (r Result) String() string {
 	cpu := ""
 	if len(parts) > 0 {
 		cpu = "\nCPU per message: " + strings.Join(parts, ", ")
+	}
+	if r.SenderCredentials == r.Senders {
+		load += " (own credentials)"
 	}
 	return fmt.Sprintf("senders %d%s on %d hub(s), %d receiver(s) by %s, %v: sent %d, accepted %d (%.0f/s), delivered %d (%.0f/s), errors %d, duplicate deliveries %d\n"+
 		"send latency p50 %s p90 %s p99 %s max %s; end-to-end p50 %s p99 %s%s",
@@ -215,11 +221,8 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		}
 		hubs[i] = h
 	}
-	// The senders' connections (see conn.go), dialled at their first send.
-	conns := make([]*senderConn, c.Senders)
-	for s := range conns {
-		var err error
-		if conns[s], err = newSenderConn(hubs[s%len(hubs)], c.Token, 30*time.Second); err != nil {
+	for _, h := range hubs {
+		if _, err := newSenderConn(h, "", time.Second); err != nil {
 			return Result{}, err
 		}
 	}
@@ -282,6 +285,40 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		}
 	}
 
+	// The senders register as agents and send with the credential the hub
+	// issues each, as agents do (with auth on, a hub refuses a sender
+	// speaking as another agent, and checking an agent's token is part of
+	// every send's cost). A hub that issues none (--dev) or refuses the
+	// registration of an agent without a callback (another relay) gets
+	// --token for every sender.
+	senderIDs := make([]string, c.Senders)
+	conns := make([]*senderConn, c.Senders) // see conn.go; dialled at the first send
+	own := 0
+	for s := range senderIDs {
+		senderIDs[s] = fmt.Sprintf("bench-send-%s-%d", run, s)
+		hub := hubs[s%len(hubs)]
+		token := c.Token
+		if s == 0 || own > 0 {
+			code, body, err := post(ctx, hub, "/atp/register", map[string]any{"agent_id": senderIDs[s], "capabilities": []string{"bench"}, "lease_seconds": 3600})
+			switch {
+			case err != nil || (code != http.StatusOK && (s > 0 || code/100 != 4)):
+				return Result{}, fmt.Errorf("register sender %s: %d %s %v", senderIDs[s], code, body, err)
+			case code == http.StatusOK:
+				var reg struct {
+					Token string `json:"token"`
+				}
+				if json.Unmarshal(body, &reg) == nil && reg.Token != "" {
+					token = reg.Token
+					own++
+				}
+			}
+		}
+		var err error
+		if conns[s], err = newSenderConn(hub, token, 30*time.Second); err != nil {
+			return Result{}, err
+		}
+	}
+
 	text := strings.Repeat("x", c.Payload)
 	hub0, hubOK := hubCPU(ctx, hc, c.Token, hubs)
 	load0, loadOK := selfCPU()
@@ -298,7 +335,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		wg.Add(1)
 		go func(s int) {
 			defer wg.Done()
-			sender := fmt.Sprintf("bench-send-%s-%d", run, s)
+			sender := senderIDs[s]
 			conn := conns[s]
 			defer conn.close()
 			// Open-loop schedule: this sender's i-th message is due at
@@ -378,7 +415,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	last := rv.last
 	rv.mu.Unlock()
 	sort.Slice(e2e, func(i, j int) bool { return e2e[i] < e2e[j] })
-	res := Result{Senders: c.Senders, Receivers: c.Receivers, Rate: c.Rate, Receive: c.Receive, Hubs: hubs, Duration: sendEnd.Sub(start), Sent: sent.Load(), Accepted: accepted.Load(), Errors: errs.Load(),
+	res := Result{Senders: c.Senders, SenderCredentials: own, Receivers: c.Receivers, Rate: c.Rate, Receive: c.Receive, Hubs: hubs, Duration: sendEnd.Sub(start), Sent: sent.Load(), Accepted: accepted.Load(), Errors: errs.Load(),
 		Delivered: rv.received.Load(), Duplicates: rv.dups.Load(),
 		SendP50: pct(all, 50), SendP90: pct(all, 90), SendP99: pct(all, 99), SendMax: pct(all, 100),
 		E2EP50: pct(e2e, 50), E2EP99: pct(e2e, 99)}

@@ -18,6 +18,7 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/bench"
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
+	"github.com/switchboard-hub/switchboard/internal/ssrf"
 )
 
 // entrance is a reverse proxy in front of a real hub that counts the
@@ -26,6 +27,8 @@ import (
 type entrance struct {
 	srv             *httptest.Server
 	sends, register atomic.Int64
+	mu              sync.Mutex
+	sendTokens      map[string]bool // Authorization headers of the sends
 }
 
 func newEntrance(t *testing.T, target string) *entrance {
@@ -40,6 +43,12 @@ func newEntrance(t *testing.T, target string) *entrance {
 		switch r.URL.Path {
 		case "/atp/send":
 			e.sends.Add(1)
+			e.mu.Lock()
+			if e.sendTokens == nil {
+				e.sendTokens = map[string]bool{}
+			}
+			e.sendTokens[r.Header.Get("Authorization")] = true
+			e.mu.Unlock()
 		case "/atp/register":
 			e.register.Add(1)
 		}
@@ -63,8 +72,10 @@ func TestRunSpreadsSendersAcrossHubs(t *testing.T) {
 	if res.Delivered != 40 {
 		t.Fatalf("delivered %d, want 40", res.Delivered)
 	}
-	if a.register.Load() != 1 || b.register.Load() != 0 {
-		t.Errorf("registrations: first hub %d, second %d; want 1, 0", a.register.Load(), b.register.Load())
+	// The receiver, and the first sender (a --dev hub issues no
+	// credential, so the other senders do not register).
+	if a.register.Load() != 2 || b.register.Load() != 0 {
+		t.Errorf("registrations: first hub %d, second %d; want 2, 0", a.register.Load(), b.register.Load())
 	}
 	if a.sends.Load() == 0 || b.sends.Load() == 0 || a.sends.Load()+b.sends.Load() != 40 {
 		t.Errorf("sends: first hub %d, second %d; want both used, 40 in all", a.sends.Load(), b.sends.Load())
@@ -74,6 +85,32 @@ func TestRunSpreadsSendersAcrossHubs(t *testing.T) {
 	}
 	if hubs[0] != a.srv.URL+"/" {
 		t.Errorf("Run changed the caller's Hubs slice: %q", hubs)
+	}
+}
+
+// With auth on, each sender registers as an agent and sends with the
+// credential the hub issued it.
+func TestRunSendersUseTheirOwnCredentials(t *testing.T) {
+	h, base := hubtest.Start(t, hub.Options{Callbacks: ssrf.Policy{AllowLoopback: true}})
+	e := newEntrance(t, base)
+	res, err := bench.Run(context.Background(), bench.Config{Hub: e.srv.URL, Token: h.AdminToken, Senders: 4, Messages: 40,
+		Duration: 10 * time.Second, Drain: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Accepted != 40 || res.Delivered != 40 || res.Errors != 0 {
+		t.Fatalf("accepted %d, delivered %d, errors %d; want 40, 40, 0", res.Accepted, res.Delivered, res.Errors)
+	}
+	if res.SenderCredentials != 4 || !strings.Contains(res.String(), "(own credentials)") {
+		t.Errorf("sender credentials %d, want 4 (%s)", res.SenderCredentials, res)
+	}
+	if got := e.register.Load(); got != 5 {
+		t.Errorf("%d registrations, want 5 (the receiver and four senders)", got)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.sendTokens) != 4 || e.sendTokens["Bearer "+h.AdminToken] {
+		t.Errorf("sends carried %d distinct tokens (admin's among them: %v), want the four senders' own", len(e.sendTokens), e.sendTokens["Bearer "+h.AdminToken])
 	}
 }
 

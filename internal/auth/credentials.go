@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/switchboard-hub/switchboard/internal/cache"
 	"github.com/switchboard-hub/switchboard/internal/core"
 )
 
@@ -37,9 +38,8 @@ type Credentials struct {
 	// store again (default DefaultCacheTTL; negative: no cache).
 	CacheTTL time.Duration
 
-	mu    sync.Mutex
-	cache map[string]cachedCred // token hash → agent
-	gen   uint64                // incremented by every Revoke
+	once  sync.Once
+	cache *cache.TTL[string, string] // token hash → agent; nil: no cache
 }
 
 // DefaultCacheTTL is Credentials' default CacheTTL.
@@ -48,9 +48,18 @@ const DefaultCacheTTL = time.Second
 // maxCachedCreds bounds the cache; past it the cache starts over.
 const maxCachedCreds = 10000
 
-type cachedCred struct {
-	agent string
-	until time.Time
+// tokens returns the token cache, or nil when it is off.
+func (c *Credentials) tokens() *cache.TTL[string, string] {
+	c.once.Do(func() {
+		ttl := c.CacheTTL
+		if ttl == 0 {
+			ttl = DefaultCacheTTL
+		}
+		if ttl > 0 {
+			c.cache = cache.New[string, string](ttl, maxCachedCreds)
+		}
+	})
+	return c.cache
 }
 
 // NewToken returns a fresh random token.
@@ -85,38 +94,20 @@ func (c *Credentials) Verify(ctx context.Context, token string) (string, error) 
 
 // verifyHash returns the agent whose token has the stored form hash.
 func (c *Credentials) verifyHash(ctx context.Context, hash string) (string, error) {
-	ttl := c.CacheTTL
-	if ttl == 0 {
-		ttl = DefaultCacheTTL
-	}
-	c.mu.Lock()
-	if e, ok := c.cache[hash]; ok && time.Now().Before(e.until) {
-		c.mu.Unlock()
-		return e.agent, nil
-	}
-	gen := c.gen
-	c.mu.Unlock()
-	rec, err := c.Store.GetRecord(ctx, recordKind, hash)
-	if errors.Is(err, core.ErrNotFound) {
-		return "", fmt.Errorf("unknown token: %w", ErrUnauthenticated)
-	}
-	if err != nil {
-		return "", err
-	}
-	agent := string(rec.Data)
-	if ttl > 0 {
-		c.mu.Lock()
-		// A Revoke that ran since the read may have deleted this token:
-		// then the answer stands for this request but is not kept.
-		if c.gen == gen {
-			if c.cache == nil || len(c.cache) >= maxCachedCreds {
-				c.cache = map[string]cachedCred{}
-			}
-			c.cache[hash] = cachedCred{agent: agent, until: time.Now().Add(ttl)}
+	read := func() (string, error) {
+		rec, err := c.Store.GetRecord(ctx, recordKind, hash)
+		if errors.Is(err, core.ErrNotFound) {
+			return "", fmt.Errorf("unknown token: %w", ErrUnauthenticated)
 		}
-		c.mu.Unlock()
+		if err != nil {
+			return "", err
+		}
+		return string(rec.Data), nil
 	}
-	return agent, nil
+	if t := c.tokens(); t != nil {
+		return t.Get(hash, read)
+	}
+	return read()
 }
 
 // HasAny reports whether agentID holds a credential.
@@ -131,26 +122,15 @@ func (c *Credentials) Revoke(ctx context.Context, agentID string) error {
 	if err != nil {
 		return err
 	}
-	defer c.forget(agentID)
+	if t := c.tokens(); t != nil {
+		defer t.DeleteFunc(func(_, agent string) bool { return agent == agentID })
+	}
 	for _, r := range recs {
 		if err := c.Store.DeleteRecord(ctx, recordKind, r.ID); err != nil && !errors.Is(err, core.ErrNotFound) {
 			return err
 		}
 	}
 	return nil
-}
-
-// forget drops agentID's tokens from the cache, and keeps reads that were
-// in flight from caching what they found.
-func (c *Credentials) forget(agentID string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.gen++
-	for h, e := range c.cache {
-		if e.agent == agentID {
-			delete(c.cache, h)
-		}
-	}
 }
 
 // Authenticator turns a request's bearer token into a Principal.

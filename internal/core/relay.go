@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/switchboard-hub/switchboard/internal/cache"
 )
 
 // Relay errors, matched with errors.Is. Adapters map them to their wire
@@ -128,8 +130,7 @@ type Relay struct {
 	mu      sync.Mutex
 	waiters map[string][]chan struct{}
 
-	agentsMu sync.Mutex
-	agents   map[string]cachedAgent
+	agents *cache.TTL[string, *Agent]
 
 	depthMu sync.Mutex
 	depths  map[string]cachedDepth
@@ -189,39 +190,13 @@ func (r *Relay) queued(receiver string) {
 // seen within this time.
 const agentCacheTTL = time.Second
 
-type cachedAgent struct {
-	a  *Agent
-	at time.Time
-}
-
 // Agent returns a registered agent, from a short-lived cache. Callers must
 // not modify the result.
 func (r *Relay) Agent(ctx context.Context, id string) (*Agent, error) {
-	now := time.Now()
-	r.agentsMu.Lock()
-	c, ok := r.agents[id]
-	r.agentsMu.Unlock()
-	if ok && now.Sub(c.at) < agentCacheTTL {
-		return c.a, nil
-	}
-	a, err := r.store.GetAgent(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	r.agentsMu.Lock()
-	if len(r.agents) > 100000 {
-		clear(r.agents)
-	}
-	r.agents[id] = cachedAgent{a: a, at: now}
-	r.agentsMu.Unlock()
-	return a, nil
+	return r.agents.Get(id, func() (*Agent, error) { return r.store.GetAgent(ctx, id) })
 }
 
-func (r *Relay) forget(id string) {
-	r.agentsMu.Lock()
-	delete(r.agents, id)
-	r.agentsMu.Unlock()
-}
+func (r *Relay) forget(id string) { r.agents.Delete(id) }
 
 // NewRelay makes a relay over store. Register deliverers with
 // SetDeliverer before Run.
@@ -243,7 +218,7 @@ func NewRelay(store Store, clock Clock, cfg Config, log *slog.Logger) *Relay {
 		wakeCh:     make(chan struct{}, 1),
 		due:        map[string]chan struct{}{},
 		waiters:    map[string][]chan struct{}{},
-		agents:     map[string]cachedAgent{},
+		agents:     cache.New[string, *Agent](agentCacheTTL, 100000),
 		depths:     map[string]cachedDepth{},
 	}
 }

@@ -221,8 +221,12 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		}
 		hubs[i] = h
 	}
-	for _, h := range hubs {
-		if _, err := newSenderConn(h, "", time.Second); err != nil {
+	// The senders' connections (see conn.go), dialled at their first send;
+	// made here so that a bad hub URL fails before anything is registered.
+	conns := make([]*senderConn, c.Senders)
+	for s := range conns {
+		var err error
+		if conns[s], err = newSenderConn(hubs[s%len(hubs)], c.Token, 30*time.Second); err != nil {
 			return Result{}, err
 		}
 	}
@@ -292,30 +296,25 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	// registration of an agent without a callback (another relay) gets
 	// --token for every sender.
 	senderIDs := make([]string, c.Senders)
-	conns := make([]*senderConn, c.Senders) // see conn.go; dialled at the first send
 	own := 0
 	for s := range senderIDs {
 		senderIDs[s] = fmt.Sprintf("bench-send-%s-%d", run, s)
-		hub := hubs[s%len(hubs)]
-		token := c.Token
-		if s == 0 || own > 0 {
-			code, body, err := post(ctx, hub, "/atp/register", map[string]any{"agent_id": senderIDs[s], "capabilities": []string{"bench"}, "lease_seconds": 3600})
-			switch {
-			case err != nil || (code != http.StatusOK && (s > 0 || code/100 != 4)):
-				return Result{}, fmt.Errorf("register sender %s: %d %s %v", senderIDs[s], code, body, err)
-			case code == http.StatusOK:
-				var reg struct {
-					Token string `json:"token"`
-				}
-				if json.Unmarshal(body, &reg) == nil && reg.Token != "" {
-					token = reg.Token
-					own++
-				}
-			}
+		if s > 0 && own == 0 {
+			continue // the first sender got no credential: none will
 		}
-		var err error
-		if conns[s], err = newSenderConn(hub, token, 30*time.Second); err != nil {
-			return Result{}, err
+		code, body, err := post(ctx, hubs[s%len(hubs)], "/atp/register", map[string]any{"agent_id": senderIDs[s], "capabilities": []string{"bench"}, "lease_seconds": 3600})
+		if s == 0 && err == nil && code/100 == 4 {
+			continue // a relay that does not register agents without a callback
+		}
+		if err != nil || code != http.StatusOK {
+			return Result{}, fmt.Errorf("register sender %s: %d %s %v", senderIDs[s], code, body, err)
+		}
+		var reg struct {
+			Token string `json:"token"`
+		}
+		if json.Unmarshal(body, &reg) == nil && reg.Token != "" {
+			conns[s].setToken(reg.Token)
+			own++
 		}
 	}
 

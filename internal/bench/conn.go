@@ -60,10 +60,16 @@ func newSenderConn(base, token string, timeout time.Duration) (*senderConn, erro
 		return nil, fmt.Errorf("hub URL %q: want http:// or https://", base)
 	}
 	c.addr = net.JoinHostPort(u.Hostname(), port)
+	c.setToken(token)
+	return c, nil
+}
+
+// setToken sets the bearer token of the requests to come ("" for none).
+func (c *senderConn) setToken(token string) {
+	c.auth = ""
 	if token != "" {
 		c.auth = "Bearer " + token
 	}
-	return c, nil
 }
 
 // post sends body (JSON) to path and returns the status code; the answer's

@@ -160,6 +160,58 @@ func TestStream(t *testing.T) {
 	}
 }
 
+// TestStreamKeepsSendOrder receives, over one stream, messages queued
+// before it opened (pulled) and messages sent while it is open (handed to
+// it as they are accepted, or pulled when it falls behind): each arrives
+// once, in the order it was sent.
+func TestStreamKeepsSendOrder(t *testing.T) {
+	_, base := hubtest.Start(t, hub.Options{Dev: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := client.New(base)
+	if _, err := c.Register(ctx, client.Registration{AgentID: "ordered", Delivery: "stream"}); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	send := func(i int) {
+		t.Helper()
+		id := fmt.Sprintf("o-%03d", i)
+		want = append(want, id)
+		if _, err := c.Send(ctx, client.Message{MessageID: id, Sender: "x", Receiver: "ordered", Type: "t"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 150 {
+		send(i)
+	}
+	got := make(chan string, 1000)
+	go c.Stream(ctx, "ordered", func(ctx context.Context, env *client.Envelope) (client.Reply, error) {
+		got <- env.MessageID
+		return client.Reply{}, nil
+	}, time.Minute)
+	for i := 150; i < 400; i++ {
+		send(i)
+		if i%50 == 0 {
+			time.Sleep(20 * time.Millisecond) // let the stream catch up now and then
+		}
+	}
+	for n, w := range want {
+		select {
+		case id := <-got:
+			if id != w {
+				t.Fatalf("message %d over the stream is %s, want %s", n, id, w)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("stream stopped after %d of %d messages", n, len(want))
+		}
+	}
+	select {
+	case id := <-got:
+		t.Fatalf("%s came again", id)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
 // TestStreamAcksEveryHandledMessage sends a burst over the stream: every
 // handled message ends delivered (acknowledged in batches), and one whose
 // handler failed comes again after the visibility timeout.

@@ -132,6 +132,9 @@ type Relay struct {
 
 	agents *cache.TTL[string, *Agent]
 
+	feedMu sync.Mutex
+	feeds  map[string][]*Feed // receiver → its streams' feeds on this instance
+
 	depthMu sync.Mutex
 	depths  map[string]cachedDepth
 }
@@ -220,6 +223,7 @@ func NewRelay(store Store, clock Clock, cfg Config, log *slog.Logger) *Relay {
 		waiters:    map[string][]chan struct{}{},
 		agents:     cache.New[string, *Agent](agentCacheTTL, 100000),
 		depths:     map[string]cachedDepth{},
+		feeds:      map[string][]*Feed{},
 	}
 }
 
@@ -410,7 +414,7 @@ func (r *Relay) Send(ctx context.Context, m *Message) (SendResult, error) {
 	} else {
 		rc.History = []ReceiptEvent{{At: now, Status: StatusQueued, Detail: "accepted"}}
 	}
-	res, err := r.store.Accept(ctx, m, &rc, r.queueLimit(ctx, m.Receiver))
+	res, feed, err := r.accept(ctx, m, &rc, now)
 	if err != nil {
 		return SendResult{}, err
 	}
@@ -421,14 +425,25 @@ func (r *Relay) Send(ctx context.Context, m *Message) (SendResult, error) {
 		Status: rc.Status, Protocol: m.Protocol, ConversationID: m.ConversationID, CorrelationID: m.CorrelationID, MessageType: m.Type})
 	if rc.Status == StatusQueued {
 		r.queued(m.Receiver)
-		if recv.Endpoint.Pushable() && recv.Alive(now) {
+		switch {
+		case feed != nil:
+			// Stored pulled for a stream here: it is the stream's until
+			// its lease runs out.
+			cp := *m // the stream reads it after Send returns
+			if !feed.put(&cp) {
+				r.log.Debug("stream ended during a hand-off; the message is pulled again when its lease runs out",
+					"message_id", m.ID, "receiver", m.Receiver)
+			}
+		case recv.Endpoint.Pushable() && recv.Alive(now):
 			r.wakeScheduler()
+			r.wakeStream(m.Receiver)
+		default:
+			// Only a pull or a stream can take it now. The scheduler would
+			// claim the lane just to park it (a write per message when the
+			// lane keeps emptying), so it is left to the next poll; a
+			// registration that makes the receiver pushable wakes it.
+			r.wakeStream(m.Receiver)
 		}
-		// Otherwise only a pull or a stream can take it now. The scheduler
-		// would claim the lane just to park it (a write per message when
-		// the lane keeps emptying), so it is left to the next poll; a
-		// registration that makes the receiver pushable wakes it.
-		r.wakeStream(m.Receiver)
 	} else {
 		r.notify(m.ID)
 	}
@@ -436,6 +451,24 @@ func (r *Relay) Send(ctx context.Context, m *Message) (SendResult, error) {
 		r.notify("result:" + m.CorrelationID)
 	}
 	return SendResult{Receipt: res.Receipt}, nil
+}
+
+// accept stores m. When the receiver has a stream on this instance with
+// room and the store can hand the message out in the same write, it is
+// stored pulled for that stream, whose feed is returned.
+func (r *Relay) accept(ctx context.Context, m *Message, rc *Receipt, now time.Time) (AcceptResult, *Feed, error) {
+	limit := r.queueLimit(ctx, m.Receiver)
+	if ap, ok := r.store.(AcceptPuller); ok && rc.Status == StatusQueued {
+		if f := r.feedFor(m.Receiver); f != nil {
+			res, pulled, err := ap.AcceptPulled(ctx, m, rc, limit, now, now.Add(f.visibility))
+			if !pulled {
+				f = nil
+			}
+			return res, f, err
+		}
+	}
+	res, err := r.store.Accept(ctx, m, rc, limit)
+	return res, nil, err
 }
 
 // Receipt returns a message's receipt.

@@ -424,6 +424,121 @@ func TestPullWithAck(t *testing.T) {
 	}
 }
 
+// TestFeedHandsOffToStream covers the hand-off to a stream on this
+// instance: a message sent while the stream's last pull emptied the queue
+// is stored pulled and put on its feed (no pull sees it); one sent while
+// an older message waits in the queue is not, nor one sent after the feed
+// is detached; a hand-off the stream never took comes back by pull when
+// its lease runs out.
+func TestFeedHandsOffToStream(t *testing.T) {
+	f := newFixture(t, core.Config{})
+	f.register(t, "worker", core.EndpointPull)
+	pull := func() []string {
+		t.Helper()
+		ms, err := f.relay.Pull(f.ctx, "worker", 10, 30*time.Second, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, m := range ms {
+			ids = append(ids, m.ID)
+		}
+		return ids
+	}
+	taken := func(feed *core.Feed) []string {
+		var ids []string
+		for _, m := range feed.Take() {
+			ids = append(ids, fmt.Sprintf("%s/%d", m.ID, m.Attempts))
+		}
+		return ids
+	}
+	f.send(t, "before", time.Hour) // queued before the stream opens
+	feed := f.relay.Attach("worker", 30*time.Second)
+	f.send(t, "early", time.Hour) // no pull yet: nothing tells that "before" is taken
+	if got := fmt.Sprint(taken(feed)); got != "[]" {
+		t.Fatalf("handed off before the stream's first pull: %s", got)
+	}
+	if got := fmt.Sprint(pull()); got != "[before early]" {
+		t.Fatalf("first pull: %s", got)
+	}
+	if n, err := f.relay.Ack(f.ctx, "worker", []string{"before", "early"}); err != nil || n != 2 {
+		t.Fatalf("ack: %d %v", n, err)
+	}
+	res := f.send(t, "h1", time.Hour)
+	f.send(t, "h2", time.Hour)
+	if got := fmt.Sprint(taken(feed)); got != "[h1/1 h2/1]" {
+		t.Fatalf("feed after two sends: %s, want [h1/1 h2/1]", got)
+	}
+	if res.Receipt.Status != core.StatusQueued || res.Receipt.Attempts != 1 {
+		t.Fatalf("send's receipt: %+v", res.Receipt)
+	}
+	if rc := f.status(t, "h1"); rc.Status != core.StatusQueued || rc.Attempts != 1 || len(rc.History) != 2 || rc.History[1].Detail != "pulled, awaiting ack" {
+		t.Fatalf("stored receipt of a hand-off: %+v", rc)
+	}
+	select {
+	case <-feed.Ready():
+	default:
+		t.Fatal("feed not ready after a hand-off")
+	}
+	if got := pull(); len(got) != 0 {
+		t.Fatalf("a pull took handed-off messages: %v", got)
+	}
+	if n, err := f.relay.Ack(f.ctx, "worker", []string{"h1", "h2"}); err != nil || n != 2 {
+		t.Fatalf("ack: %d %v", n, err)
+	}
+	// A message sent while no stream is attached stays in the queue; until
+	// a pull takes it, nothing is handed off.
+	f.relay.Detach(feed)
+	f.send(t, "queued", time.Hour)
+	feed = f.relay.Attach("worker", 30*time.Second)
+	f.send(t, "behind", time.Hour)
+	if got := fmt.Sprint(taken(feed)); got != "[]" {
+		t.Fatalf("handed off past a queued message: %s", got)
+	}
+	if got := fmt.Sprint(pull()); got != "[queued behind]" {
+		t.Fatalf("pull: %s", got)
+	}
+	// A hand-off the stream never took (it ended) is pulled again once its
+	// lease runs out, as a pulled message would be.
+	f.send(t, "lost", time.Hour)
+	f.relay.Detach(feed)
+	if got := fmt.Sprint(taken(feed)); got != "[]" {
+		t.Fatalf("a detached feed still holds %s", got)
+	}
+	f.send(t, "after", time.Hour) // no feed now: left in the queue
+	if got := fmt.Sprint(pull()); got != "[after]" {
+		t.Fatalf("pull after detaching: %s", got)
+	}
+	f.clock.Advance(31 * time.Second)
+	ms, err := f.relay.Pull(f.ctx, "worker", 10, 30*time.Second, false)
+	if err != nil || len(ms) != 4 || ms[2].ID != "lost" || ms[2].Attempts != 2 {
+		t.Fatalf("pull after the leases ran out: %v %v", ms, err)
+	}
+}
+
+// TestFeedBacklogIsBounded stops handing off to a stream that does not take
+// its messages: past the bound they wait in the queue, in order.
+func TestFeedBacklogIsBounded(t *testing.T) {
+	f := newFixture(t, core.Config{})
+	f.register(t, "worker", core.EndpointPull)
+	feed := f.relay.Attach("worker", time.Minute)
+	defer f.relay.Detach(feed)
+	if _, err := f.relay.Pull(f.ctx, "worker", 10, time.Minute, false); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1030 {
+		f.send(t, fmt.Sprintf("m%04d", i), time.Hour)
+	}
+	handed := feed.Take()
+	if len(handed) != 1024 || handed[0].ID != "m0000" || handed[1023].ID != "m1023" {
+		t.Fatalf("handed off %d messages, want the first 1024", len(handed))
+	}
+	ms, err := f.relay.Pull(f.ctx, "worker", 100, time.Minute, false)
+	if err != nil || len(ms) != 6 || ms[0].ID != "m1024" {
+		t.Fatalf("the rest by pull: %v %v", ms, err)
+	}
+}
+
 func TestResultsAreSeparateMessages(t *testing.T) {
 	f := newFixture(t, core.Config{})
 	f.send(t, "task", time.Minute)

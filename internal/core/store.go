@@ -186,6 +186,20 @@ type LaneRenewer interface {
 	CompleteRenew(ctx context.Context, owner string, res LaneResult, now, claimUntil time.Time, perLane int) ([]*Message, error)
 }
 
+// AcceptPuller is an optional Store capability used to hand a new message
+// straight to a live stream of its receiver on this instance: the message
+// is stored already pulled, so the stream needs no pull from the store.
+type AcceptPuller interface {
+	// AcceptPulled does what Accept does. In addition, when the message is
+	// queued and none of the receiver's other queued messages could be
+	// pulled at now (each is claimed past now or expired), it stores the message
+	// pulled until visibleAt, as Pull would have handed it out (one
+	// attempt), and reports pulled. Handing it out then keeps the
+	// receiver's queue order. A store that cannot tell cheaply answers
+	// false, and the message waits for a pull.
+	AcceptPulled(ctx context.Context, m *Message, r *Receipt, maxQueue int, now, visibleAt time.Time) (res AcceptResult, pulled bool, err error)
+}
+
 // Record is a versioned document in a RecordStore.
 type Record struct {
 	Kind string

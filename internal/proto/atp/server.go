@@ -1,11 +1,13 @@
 package atp
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -605,15 +607,17 @@ func (s *Server) ack(w http.ResponseWriter, r *http.Request) {
 	httperr.JSON(w, http.StatusOK, map[string]any{"ok": true, "acked": n})
 }
 
-// stream holds a server-sent event stream open and feeds it the agent's
-// queue: each message is an event "message" whose data is the ATP envelope.
-// Messages stay queued (leased for visibility_ms) until acknowledged with
-// POST /atp/ack, so a dropped stream loses nothing. Whichever hub instance
-// holds the stream feeds it; a message accepted on another instance wakes it
-// through the store's notifications.
 // pullBatch is how many messages a stream takes from the queue at a time.
 const pullBatch = 100
 
+// stream holds a server-sent event stream open and feeds it the agent's
+// queue: each message is an event "message" whose data is the ATP envelope.
+// Messages stay queued (leased for visibility_ms) until acknowledged with
+// POST /atp/ack, so a dropped stream loses nothing. Messages sent while the
+// stream is open come through the relay's feed, handed out as they are
+// accepted; the rest (those queued before, while the stream fell behind,
+// whose lease ran out, or accepted on another hub instance, which wakes it
+// through the store's notifications) come from pulls.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if err := auth.ActAs(r.Context(), id); err != nil {
@@ -639,38 +643,76 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprint(w, ": switchboard stream\n\n")
 	fl.Flush()
 	ctx := r.Context()
+	feed := s.relay.Attach(id, vis)
+	defer s.relay.Detach(feed)
 	keep := time.NewTicker(15 * time.Second)
 	defer keep.Stop()
+	// A pull at least every second finds leases that ran out and work
+	// another instance made due without a notification.
+	poll := time.NewTicker(time.Second)
+	defer poll.Stop()
 	for {
 		due := s.relay.Due(id) // before pulling, so no wake-up is missed
 		ms, err := s.relay.Pull(ctx, id, pullBatch, vis, false)
 		if err != nil {
 			return
 		}
-		for _, m := range ms {
-			env, err := ToEnvelope(m)
-			if err != nil {
-				continue
-			}
-			b, _ := json.Marshal(env)
-			fmt.Fprintf(w, "event: message\nid: %s\ndata: %s\n\n", m.ID, b)
-		}
-		if len(ms) > 0 {
-			fl.Flush()
-		}
-		if len(ms) == pullBatch {
+		full := len(ms) == pullBatch
+		// Hand-offs made before the pull returned go out with what it
+		// read, in queue order: a message it read may have been sent
+		// after a handed-off one of the same sender.
+		writeEvents(w, fl, inOrder(ms, feed.Take()))
+		if full {
 			continue // there may be more at once
 		}
 		// Fewer than a full batch: what was claimable has been sent, and
-		// anything accepted since the pull has closed due already.
-		select {
-		case <-ctx.Done():
-			return
-		case <-due:
-		case <-time.After(time.Second): // leases that lapsed, other instances' work
-		case <-keep.C:
-			fmt.Fprint(w, ": keep-alive\n\n")
-			fl.Flush()
+		// anything accepted since the pull is handed to the feed or has
+		// closed due.
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-feed.Ready():
+				writeEvents(w, fl, feed.Take())
+			case <-due:
+				break wait
+			case <-poll.C:
+				break wait
+			case <-keep.C:
+				fmt.Fprint(w, ": keep-alive\n\n")
+				fl.Flush()
+			}
 		}
+	}
+}
+
+// inOrder merges pulled messages with handed-off ones in queue order,
+// leaving out repeats (a hand-off whose lease ran out before the stream
+// took it may be pulled too).
+func inOrder(pulled, handed []*core.Message) []*core.Message {
+	if len(handed) == 0 {
+		return pulled
+	}
+	if len(pulled) == 0 {
+		return handed
+	}
+	all := append(slices.Clip(pulled), handed...)
+	slices.SortStableFunc(all, func(a, b *core.Message) int { return cmp.Compare(a.Seq, b.Seq) })
+	return slices.CompactFunc(all, func(a, b *core.Message) bool { return a.ID == b.ID })
+}
+
+// writeEvents writes ms to an event stream as "message" events.
+func writeEvents(w http.ResponseWriter, fl http.Flusher, ms []*core.Message) {
+	for _, m := range ms {
+		env, err := ToEnvelope(m)
+		if err != nil {
+			continue
+		}
+		b, _ := json.Marshal(env)
+		fmt.Fprintf(w, "event: message\nid: %s\ndata: %s\n\n", m.ID, b)
+	}
+	if len(ms) > 0 {
+		fl.Flush()
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/switchboard-hub/switchboard/internal/core"
@@ -50,18 +51,46 @@ func nullable(s string) any {
 
 // Accept implements core.Store.
 func (s *Store) Accept(ctx context.Context, m *core.Message, r *core.Receipt, maxQueue int) (core.AcceptResult, error) {
+	res, _, err := s.accept(ctx, m, r, maxQueue, nil)
+	return res, err
+}
+
+// AcceptPulled implements core.AcceptPuller. It hands the message out only
+// when the receiver's pull cursor (see pull.go) shows, without a read, that
+// every other message of its queue is claimed: the receiver's last pull
+// handed out all it could and every message accepted for it since was
+// handed out this way.
+func (s *Store) AcceptPulled(ctx context.Context, m *core.Message, r *core.Receipt, maxQueue int, now, visibleAt time.Time) (core.AcceptResult, bool, error) {
+	return s.accept(ctx, m, r, maxQueue, &pullLease{now: now, until: visibleAt})
+}
+
+// pullLease is the pull an accept may do: at now, until until.
+type pullLease struct{ now, until time.Time }
+
+func (s *Store) accept(ctx context.Context, m *core.Message, r *core.Receipt, maxQueue int, lease *pullLease) (core.AcceptResult, bool, error) {
 	body, err := json.Marshal(m)
 	if err != nil {
-		return core.AcceptResult{}, fmt.Errorf("sqlite: encode message: %w", err)
+		return core.AcceptResult{}, false, fmt.Errorf("sqlite: encode message: %w", err)
 	}
 	hist := []byte("[]") // never "null": events are appended to it
 	if len(r.History) > 0 {
 		if hist, err = json.Marshal(r.History); err != nil {
-			return core.AcceptResult{}, fmt.Errorf("sqlite: encode receipt history: %w", err)
+			return core.AcceptResult{}, false, fmt.Errorf("sqlite: encode receipt history: %w", err)
+		}
+	}
+	// The history it gets if it is handed out, as Pull would record it.
+	var pulledEvents []core.ReceiptEvent
+	var pulledHist []byte
+	if lease != nil {
+		pulledEvents = append(slices.Clip(r.History), core.ReceiptEvent{At: lease.now, Status: core.StatusQueued, Detail: "pulled, awaiting ack"})
+		if pulledHist, err = json.Marshal(pulledEvents); err != nil {
+			return core.AcceptResult{}, false, fmt.Errorf("sqlite: encode receipt history: %w", err)
 		}
 	}
 	var res core.AcceptResult
+	var pulled bool
 	err = s.write(ctx, func(tx *wtx) error {
+		pulled = false
 		queued := r.Status == core.StatusQueued
 		state := 1
 		if queued {
@@ -95,10 +124,18 @@ func (s *Store) Accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 				return fmt.Errorf("receiver %q has %d queued: %w", m.Receiver, depth, core.ErrQueueFull)
 			}
 		}
-		out, err := tx.ExecContext(ctx, `INSERT INTO messages(id, sender, receiver, state, status, history, expires_at, created_at, updated_at, conversation_id, correlation_id, body)
-			VALUES (?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO NOTHING`,
-			m.ID, m.Sender, m.Receiver, state, string(r.Status), string(hist), ts(m.ExpiresAt), ts(r.CreatedAt), ts(r.UpdatedAt),
-			nullable(m.ConversationID), nullable(m.CorrelationID), body)
+		// Hand it out now if the receiver's cursor shows that nothing
+		// older of its queue can be pulled.
+		cur, hasCursor := s.cursors[m.Receiver]
+		handOut := queued && lease != nil && hasCursor && s.cursorReach >= 0 && !cur.behind && ts(lease.now) < cur.until
+		h, claimUntil, attempts, updated := hist, int64(0), 0, ts(r.UpdatedAt)
+		if handOut {
+			h, claimUntil, attempts, updated = pulledHist, ts(lease.until), 1, ts(lease.now)
+		}
+		out, err := tx.ExecContext(ctx, `INSERT INTO messages(id, sender, receiver, state, status, history, expires_at, created_at, updated_at, conversation_id, correlation_id, body, claim_until, attempts)
+			VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO NOTHING`,
+			m.ID, m.Sender, m.Receiver, state, string(r.Status), string(h), ts(m.ExpiresAt), ts(r.CreatedAt), updated,
+			nullable(m.ConversationID), nullable(m.CorrelationID), body, claimUntil, attempts)
 		if err != nil {
 			return fmt.Errorf("sqlite: insert message: %w", err)
 		}
@@ -107,6 +144,17 @@ func (s *Store) Accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 		}
 		seq, _ := out.LastInsertId()
 		tx.afterCommit(func() { s.lastSeq = max(s.lastSeq, seq) })
+		if hasCursor && queued {
+			// Keep the cursor's promise (see pull.go): a message handed
+			// out moves it on; one left in the queue means the next pull
+			// must look for it before anything is handed out again.
+			if handOut {
+				cur.after, cur.until = seq, min(cur.until, claimUntil)
+			} else {
+				cur.behind = true
+			}
+			s.cursors[m.Receiver] = cur
+		}
 		if queued {
 			// A lane is kept when it empties (purge drops idle ones); an
 			// empty lane starts afresh: due now and not parked.
@@ -137,9 +185,15 @@ func (s *Store) Accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 			tx.afterCommit(func() { tx.s.cache.put(m) })
 		}
 		res = core.AcceptResult{Receipt: *r}
+		if handOut {
+			m.Attempts, pulled = 1, true
+			res.Receipt.Attempts = 1
+			res.Receipt.UpdatedAt = lease.now
+			res.Receipt.History = pulledEvents
+		}
 		return nil
 	})
-	return res, err
+	return res, pulled, err
 }
 
 const receiptCols = "id, sender, receiver, status, attempts, code, last_error, reply, history, created_at, updated_at, next_at, expires_at"

@@ -29,6 +29,15 @@ import (
 //
 // A new write path that sets a message's state back to queued or lowers
 // its claim_until must forget the receiver's cursor too.
+//
+// The cursor also tells AcceptPulled when a new message may be handed out
+// at once: when the receiver's last pull handed out everything it could
+// (fewer than its limit) and every message accepted for it since was handed
+// out too (behind unset), every other message of its queue is claimed, so
+// handing out the new one keeps the queue's order. The hand-off moves the
+// cursor past the new message; an accept that leaves a message in the
+// receiver's queue sets behind, and only a pull that empties what it can
+// reach clears it.
 
 // defaultCursorReach bounds how far behind the newest message a cursor may
 // be and still be used: a cursored pull reads every message after it, of
@@ -42,6 +51,10 @@ const defaultMaxCursors = 100000
 type pullCursor struct {
 	after int64 // seq
 	until int64 // ts
+	// behind is set when a message of the receiver was accepted after the
+	// cursor was set and not handed out (AcceptPulled): one may then be
+	// pullable, so nothing is handed out until a pull has taken it.
+	behind bool
 }
 
 const (
@@ -123,12 +136,14 @@ func (s *Store) moveCursor(ctx context.Context, tx *wtx, receiver string, cur pu
 	case len(ms) == lim(limit):
 		// More may wait right after the last one handed out.
 		next.after = ms[len(ms)-1].Seq
+		next.behind = true
 	default:
 		// Everything pullable up to now was handed out.
 		next.after = max(next.after, s.lastSeq)
 		if len(ms) > 0 {
 			next.after = max(next.after, ms[len(ms)-1].Seq)
 		}
+		next.behind = false
 	}
 	if _, ok := s.cursors[receiver]; !ok && len(s.cursors) >= s.maxCursors {
 		clear(s.cursors)

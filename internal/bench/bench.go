@@ -67,18 +67,21 @@ type Config struct {
 
 // Result is what a run measured.
 type Result struct {
-	Senders        int           `json:"senders"`
-	Receivers      int           `json:"receivers"`
-	Rate           float64       `json:"rate,omitempty"` // the open-loop target rate, messages/s
-	Receive        string        `json:"receive"`
-	Hubs           []string      `json:"hubs"`
-	Duration       time.Duration `json:"duration_ns"`
-	Sent           int64         `json:"sent"`
-	Accepted       int64         `json:"accepted"`
-	Errors         int64         `json:"errors"`
-	Delivered      int64         `json:"delivered"`
-	Duplicates     int64         `json:"duplicate_deliveries"`
-	AcceptedPerSec float64       `json:"accepted_per_sec"`
+	Senders   int           `json:"senders"`
+	Receivers int           `json:"receivers"`
+	Rate      float64       `json:"rate,omitempty"` // the open-loop target rate, messages/s
+	Receive   string        `json:"receive"`
+	Hubs      []string      `json:"hubs"`
+	Duration  time.Duration `json:"duration_ns"`
+	Sent      int64         `json:"sent"`
+	Accepted  int64         `json:"accepted"`
+	Errors    int64         `json:"errors"`
+	// RateLimited counts sends the hub refused with 429; the sender then
+	// waits for the answer's Retry-After (100 ms without one).
+	RateLimited    int64   `json:"rate_limited,omitempty"`
+	Delivered      int64   `json:"delivered"`
+	Duplicates     int64   `json:"duplicate_deliveries"`
+	AcceptedPerSec float64 `json:"accepted_per_sec"`
 	// DeliveredPerSec is deliveries over the time from the first send to
 	// the last delivery.
 	DeliveredPerSec float64       `json:"delivered_per_sec"`
@@ -122,10 +125,14 @@ func (r Result) String() string {
 	if r.SenderCredentials == r.Senders {
 		load += " (own credentials)"
 	}
-	return fmt.Sprintf("senders %d%s on %d hub(s), %d receiver(s) by %s, %v: sent %d, accepted %d (%.0f/s), delivered %d (%.0f/s), errors %d, duplicate deliveries %d\n"+
+	errText := fmt.Sprint(r.Errors)
+	if r.RateLimited > 0 {
+		errText += fmt.Sprintf(", rate-limited %d (waited as told)", r.RateLimited)
+	}
+	return fmt.Sprintf("senders %d%s on %d hub(s), %d receiver(s) by %s, %v: sent %d, accepted %d (%.0f/s), delivered %d (%.0f/s), errors %s, duplicate deliveries %d\n"+
 		"send latency p50 %s p90 %s p99 %s max %s; end-to-end p50 %s p99 %s%s",
 		r.Senders, load, len(r.Hubs), max(r.Receivers, 1), r.Receive, r.Duration.Round(time.Millisecond), r.Sent, r.Accepted, r.AcceptedPerSec, r.Delivered, r.DeliveredPerSec,
-		r.Errors, r.Duplicates, ms(r.SendP50), ms(r.SendP90), ms(r.SendP99), ms(r.SendMax), ms(r.E2EP50), ms(r.E2EP99), cpu)
+		errText, r.Duplicates, ms(r.SendP50), ms(r.SendP90), ms(r.SendP99), ms(r.SendMax), ms(r.E2EP50), ms(r.E2EP99), cpu)
 }
 
 type receiver struct {
@@ -321,7 +328,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	text := strings.Repeat("x", c.Payload)
 	hub0, hubOK := hubCPU(ctx, hc, c.Token, hubs)
 	load0, loadOK := selfCPU()
-	var sent, accepted, errs atomic.Int64
+	var sent, accepted, errs, limited atomic.Int64
 	lat := make([][]time.Duration, c.Senders)
 	start := time.Now()
 	deadline := start.Add(c.Duration)
@@ -383,6 +390,23 @@ func Run(ctx context.Context, c Config) (Result, error) {
 				if every > 0 {
 					d = time.Since(due) // includes any wait behind a late answer
 				}
+				if err == nil && code == http.StatusTooManyRequests {
+					limited.Add(1)
+					wait := conn.retryAfter
+					if wait <= 0 {
+						wait = 100 * time.Millisecond
+					}
+					if wait = min(wait, time.Until(deadline)); wait > 0 {
+						t := time.NewTimer(wait)
+						select {
+						case <-t.C:
+						case <-ctx.Done():
+							t.Stop()
+							return
+						}
+					}
+					continue
+				}
 				if err != nil || code != http.StatusOK {
 					errs.Add(1)
 					continue
@@ -414,7 +438,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	last := rv.last
 	rv.mu.Unlock()
 	sort.Slice(e2e, func(i, j int) bool { return e2e[i] < e2e[j] })
-	res := Result{Senders: c.Senders, SenderCredentials: own, Receivers: c.Receivers, Rate: c.Rate, Receive: c.Receive, Hubs: hubs, Duration: sendEnd.Sub(start), Sent: sent.Load(), Accepted: accepted.Load(), Errors: errs.Load(),
+	res := Result{Senders: c.Senders, SenderCredentials: own, Receivers: c.Receivers, Rate: c.Rate, Receive: c.Receive, Hubs: hubs, Duration: sendEnd.Sub(start), Sent: sent.Load(), Accepted: accepted.Load(), Errors: errs.Load(), RateLimited: limited.Load(),
 		Delivered: rv.received.Load(), Duplicates: rv.dups.Load(),
 		SendP50: pct(all, 50), SendP90: pct(all, 90), SendP99: pct(all, 99), SendMax: pct(all, 100),
 		E2EP50: pct(e2e, 50), E2EP99: pct(e2e, 99)}

@@ -114,6 +114,29 @@ func TestRunSendersUseTheirOwnCredentials(t *testing.T) {
 	}
 }
 
+// TestRunWaitsWhenRateLimited sends faster than the hub lets one agent:
+// the refusals are counted apart from errors, and the sender waits as the
+// answer's Retry-After tells it instead of hammering the hub.
+func TestRunWaitsWhenRateLimited(t *testing.T) {
+	h, base := hubtest.Start(t, hub.Options{Callbacks: ssrf.Policy{AllowLoopback: true}, RateLimit: 20, RateBurst: 20})
+	res, err := bench.Run(context.Background(), bench.Config{Hub: base, Token: h.AdminToken, Senders: 1,
+		Duration: 2 * time.Second, Drain: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 20 at once, then 20 a second: at most about 60 in two seconds.
+	if res.Errors != 0 || res.Accepted < 20 || res.Accepted > 70 || res.Delivered != res.Accepted {
+		t.Errorf("errors %d, accepted %d, delivered %d; want 0, 20..70, all", res.Errors, res.Accepted, res.Delivered)
+	}
+	// A one-second Retry-After each time: a handful of refusals, not thousands.
+	if res.RateLimited < 1 || res.RateLimited > 4 {
+		t.Errorf("%d sends rate-limited, want 1..4 (one per Retry-After)", res.RateLimited)
+	}
+	if !strings.Contains(res.String(), "rate-limited") {
+		t.Errorf("the report does not mention the rate limiting: %s", res)
+	}
+}
+
 func TestRunRefusesBadHubURLs(t *testing.T) {
 	for _, c := range []struct {
 		hubs []string

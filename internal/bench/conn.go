@@ -35,6 +35,8 @@ type senderConn struct {
 	br       *bufio.Reader
 	buf      []byte    // the request being written, reused
 	deadline time.Time // the connection's current deadline
+	// retryAfter is the last answer's Retry-After (0 if it had none).
+	retryAfter time.Duration
 }
 
 // newSenderConn prepares (without dialling) a connection to the hub at
@@ -73,8 +75,8 @@ func (c *senderConn) setToken(token string) {
 }
 
 // post sends body (JSON) to path and returns the status code; the answer's
-// body is read and dropped. A failed exchange closes the connection; the
-// next post dials a new one.
+// body is read and dropped (its Retry-After is kept in retryAfter). A
+// failed exchange closes the connection; the next post dials a new one.
 func (c *senderConn) post(ctx context.Context, path string, body []byte) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -153,6 +155,10 @@ func (c *senderConn) exchange(path string, body []byte) (code int, keep bool, er
 	resp.Body.Close()
 	if err != nil {
 		return 0, false, err
+	}
+	c.retryAfter = 0
+	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
+		c.retryAfter = time.Duration(secs) * time.Second
 	}
 	return resp.StatusCode, !resp.Close, nil
 }

@@ -10,9 +10,9 @@
 //	go run ./scripts/bench-charts -hub URL -token T  # measures a running relay instead
 //
 // With no -hub it builds ./cmd/switchboard, and for each concurrency level
-// starts `switchboard serve` with auth on and an empty data directory (so
-// no level inherits the previous one's data), runs the benchmark against it
-// and stops it. Then it holds each -rates load with -rate-senders senders
+// starts `switchboard serve` with auth on (the per-agent rate limit off)
+// and an empty data directory (so no level inherits the previous one's
+// data), runs the benchmark against it and stops it. Then it holds each -rates load with -rate-senders senders
 // open-loop (`switchboard bench --rate`: a fixed schedule, latency counted
 // from each message's scheduled time). It writes docs/bench/results.json,
 // throughput.svg, latency.svg and load.svg, and prints Markdown tables for
@@ -151,7 +151,7 @@ func run(ctx context.Context, hubURL, token, levels, receive, rates string, rate
 	rep := Report{Date: time.Now().UTC(), Target: hubURL, Duration: d.String(), Payload: payload, GoVer: runtime.Version(),
 		CPUs: runtime.NumCPU(), LoadAvg: strings.TrimSpace(string(load))}
 	if hubURL == "" {
-		rep.Target = "fresh local `switchboard serve` per level (auth on, embedded SQLite, fsync on)"
+		rep.Target = "fresh local `switchboard serve` per level (auth on, per-agent rate limit off, embedded SQLite, fsync on)"
 	}
 	measure := func(mode string, n int, rate float64) error {
 		target, tok, stopHub := hubURL, token, func() {}
@@ -240,8 +240,11 @@ func startHub(ctx context.Context, bin, data string) (string, string, func(), er
 	addr := ln.Addr().String()
 	ln.Close()
 	const token = "sba_bench-charts-admin-token"
+	// The per-agent rate limit (1,000 requests/s by default) is off: one
+	// closed-loop sender goes faster than that, and the charts are about
+	// what the hub can carry, not about the limit.
 	cmd := exec.CommandContext(ctx, bin, "serve", "--addr", addr, "--data", data, "--admin-token", token,
-		"--allow-loopback-callbacks", "--log-level", "warn")
+		"--allow-loopback-callbacks", "--log-level", "warn", "--rate-limit", "-1")
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {

@@ -424,6 +424,24 @@ func TestCrossInstanceWakeup(t *testing.T) {
 		t.Fatalf("send with wait on hub A answered %q, want delivered", res.Status)
 	}
 	waited := time.Since(t0)
+
+	// Sent on hub B, which holds the stream: handed to it as it is
+	// accepted, so the receipt's "pulled" event carries the accept's time.
+	for i := range 3 {
+		id := fmt.Sprintf("local-%d", i)
+		if _, err := b.Send(ctx, client.Message{MessageID: id, Sender: "planner", Receiver: "live", Type: "task.request", TTL: time.Minute,
+			Payload: map[string]any{"text": id}}); err != nil {
+			t.Fatalf("send %s on hub B: %v", id, err)
+		}
+		await(id)
+		rc, err := b.Receipt(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rc.History) < 2 || rc.History[1].Detail != "pulled, awaiting ack" || !rc.History[1].At.Equal(rc.History[0].At) {
+			t.Fatalf("%s sent on the stream's own hub: history %+v, want it pulled at the moment it was accepted", id, rc.History)
+		}
+	}
 	cancel()
 	if err := <-streamDone; err != nil {
 		t.Errorf("stream: %v", err)

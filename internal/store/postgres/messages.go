@@ -43,15 +43,43 @@ func nullable(s string) any {
 // messages, and the lane, conversation and participant writes happen only
 // when the insert did. INSERT … ON CONFLICT (id) DO NOTHING waits for a
 // concurrent insert of the same id (from any instance) and then skips, so
-// exactly one accept stores it.
-const acceptSQL = `WITH ins AS (
-	INSERT INTO messages (id, sender, receiver, state, status, history, expires_at, created_at, updated_at, conversation_id, correlation_id, body)
-	SELECT $1::text, $2::text, $3::text, $4::smallint, $5::text, $6::jsonb, $7::timestamptz, $8::timestamptz, $9::timestamptz,
-		$10::text, $11::text, $12::bytea
+// exactly one accept stores it. It answers the new seq and whether the
+// message was stored pulled (always false here; see acceptPulledSQL).
+var acceptSQL = acceptStatement(false)
+
+// acceptPulledSQL is acceptSQL for AcceptPulled: a queued message is stored
+// pulled (leased until $16, one attempt, history $17, updated at $15) when
+// none of the receiver's queued messages can be pulled at $15 — each is
+// claimed past it or expired. Only the first handoffReach of the queue are
+// looked at; a longer queue answers "not pulled".
+var acceptPulledSQL = acceptStatement(true)
+
+// handoffReach bounds how much of a receiver's queue AcceptPulled reads.
+const handoffReach = 256
+
+func acceptStatement(pulled bool) string {
+	free := "SELECT false AS ok"
+	history, updated, claim, attempts := "$6::jsonb", "$9::timestamptz", zeroTS, "0"
+	if pulled {
+		free = fmt.Sprintf(`SELECT $4::smallint = 0 AND COALESCE(bool_and(claim_until > $15::timestamptz OR expires_at <= $15::timestamptz), true)
+		AND count(*) <= %d AS ok
+	FROM (SELECT claim_until, expires_at FROM messages WHERE state = 0 AND receiver = $3::text ORDER BY seq LIMIT %d) AS q`, handoffReach, handoffReach+1)
+		history = "CASE WHEN free.ok THEN $17::jsonb ELSE $6::jsonb END"
+		updated = "CASE WHEN free.ok THEN $15::timestamptz ELSE $9::timestamptz END"
+		claim = "CASE WHEN free.ok THEN $16::timestamptz ELSE " + zeroTS + " END"
+		attempts = "CASE WHEN free.ok THEN 1 ELSE 0 END"
+	}
+	return `WITH free AS (
+	` + free + `
+), ins AS (
+	INSERT INTO messages (id, sender, receiver, state, status, history, expires_at, created_at, updated_at, conversation_id, correlation_id, body, claim_until, attempts)
+	SELECT $1::text, $2::text, $3::text, $4::smallint, $5::text, ` + history + `, $7::timestamptz, $8::timestamptz, ` + updated + `,
+		$10::text, $11::text, $12::bytea, ` + claim + `, ` + attempts + `
+	FROM free
 	WHERE $4::smallint <> 0 OR $14::integer <= 0
 		OR (SELECT COALESCE(SUM(pending), 0) FROM lanes WHERE receiver = $3::text) < $14::integer
 	ON CONFLICT (id) DO NOTHING
-	RETURNING seq
+	RETURNING seq, attempts = 1 AS pulled
 ), lane AS (
 	INSERT INTO lanes (receiver, sender, pending, next_at)
 	SELECT $3::text, $2::text, 1, $13::timestamptz FROM ins WHERE $4::smallint = 0
@@ -66,20 +94,38 @@ const acceptSQL = `WITH ins AS (
 	SELECT DISTINCT $10::text, a, $13::timestamptz FROM ins, unnest(ARRAY[$2::text, $3::text]) AS a WHERE $10::text IS NOT NULL
 	ON CONFLICT DO NOTHING
 )
-SELECT seq FROM ins`
+SELECT seq, pulled FROM ins`
+}
 
 // Accept implements core.Store. maxQueue is exact for one lane; concurrent
 // accepts from several senders to one receiver may together pass it by at
 // most their number.
 func (s *Store) Accept(ctx context.Context, m *core.Message, r *core.Receipt, maxQueue int) (core.AcceptResult, error) {
+	res, _, err := s.accept(ctx, m, r, maxQueue, nil)
+	return res, err
+}
+
+// AcceptPulled implements core.AcceptPuller: in the accepting statement, it
+// reads the head of the receiver's queue (at most handoffReach messages) and
+// stores the message pulled if none of them can be pulled at now. Accepts
+// running at the same time do not see each other: their sends were
+// concurrent, so either order keeps the promise of per-pair order.
+func (s *Store) AcceptPulled(ctx context.Context, m *core.Message, r *core.Receipt, maxQueue int, now, visibleAt time.Time) (core.AcceptResult, bool, error) {
+	return s.accept(ctx, m, r, maxQueue, &pullLease{now: now, until: visibleAt})
+}
+
+// pullLease is the pull an accept may do: at now, until until.
+type pullLease struct{ now, until time.Time }
+
+func (s *Store) accept(ctx context.Context, m *core.Message, r *core.Receipt, maxQueue int, lease *pullLease) (core.AcceptResult, bool, error) {
 	body, err := json.Marshal(m)
 	if err != nil {
-		return core.AcceptResult{}, fmt.Errorf("postgres: encode message: %w", err)
+		return core.AcceptResult{}, false, fmt.Errorf("postgres: encode message: %w", err)
 	}
 	hist := []byte("[]")
 	if len(r.History) > 0 {
 		if hist, err = json.Marshal(r.History); err != nil {
-			return core.AcceptResult{}, fmt.Errorf("postgres: encode history: %w", err)
+			return core.AcceptResult{}, false, fmt.Errorf("postgres: encode history: %w", err)
 		}
 	}
 	queued := r.Status == core.StatusQueued
@@ -87,39 +133,57 @@ func (s *Store) Accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 	if queued {
 		state = 0
 	}
+	q := acceptSQL
+	args := []any{m.ID, m.Sender, m.Receiver, state, string(r.Status), string(hist), m.ExpiresAt, r.CreatedAt, r.UpdatedAt,
+		nullable(m.ConversationID), nullable(m.CorrelationID), body, m.ReceivedAt, maxQueue}
+	// The history it gets if it is handed out, as Pull would record it.
+	var pulledEvents []core.ReceiptEvent
+	if lease != nil {
+		pulledEvents = append(slices.Clip(r.History), core.ReceiptEvent{At: lease.now, Status: core.StatusQueued, Detail: "pulled, awaiting ack"})
+		pulledHist, err := json.Marshal(pulledEvents)
+		if err != nil {
+			return core.AcceptResult{}, false, fmt.Errorf("postgres: encode history: %w", err)
+		}
+		q = acceptPulledSQL
+		args = append(args, lease.now, lease.until, string(pulledHist))
+	}
 	for range maxTxAttempts {
 		var seq int64
-		err = s.pool.QueryRow(ctx, acceptSQL,
-			m.ID, m.Sender, m.Receiver, state, string(r.Status), string(hist), m.ExpiresAt, r.CreatedAt, r.UpdatedAt,
-			nullable(m.ConversationID), nullable(m.CorrelationID), body, m.ReceivedAt, maxQueue).Scan(&seq)
+		var pulled bool
+		err = s.pool.QueryRow(ctx, q, args...).Scan(&seq, &pulled)
 		if err == nil {
 			m.Seq = seq
-			if queued {
-				s.signalDue()
+			res := core.AcceptResult{Receipt: *r}
+			switch {
+			case pulled:
+				m.Attempts = 1
+				res.Receipt.Attempts, res.Receipt.UpdatedAt, res.Receipt.History = 1, lease.now, pulledEvents
+			case queued:
+				s.signalDue() // a handed-off message is no other instance's work
 			}
-			return core.AcceptResult{Receipt: *r}, nil
+			return res, pulled, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			if retryable(err) {
 				continue
 			}
-			return core.AcceptResult{}, fmt.Errorf("postgres: accept: %w", err)
+			return core.AcceptResult{}, false, fmt.Errorf("postgres: accept: %w", err)
 		}
 		// Nothing inserted: the id is taken, or the queue is full.
 		first, err := scanReceipt(s.pool.QueryRow(ctx, "SELECT "+receiptCols("")+" FROM messages WHERE id = $1", m.ID))
 		switch {
 		case err == nil && first.Sender != m.Sender:
-			return core.AcceptResult{}, fmt.Errorf("message %q: %w", m.ID, core.ErrIDConflict)
+			return core.AcceptResult{}, false, fmt.Errorf("message %q: %w", m.ID, core.ErrIDConflict)
 		case err == nil:
-			return core.AcceptResult{Receipt: *first, Duplicate: true}, nil
+			return core.AcceptResult{Receipt: *first, Duplicate: true}, false, nil
 		case !errors.Is(err, pgx.ErrNoRows):
-			return core.AcceptResult{}, fmt.Errorf("postgres: read first receipt: %w", err)
+			return core.AcceptResult{}, false, fmt.Errorf("postgres: read first receipt: %w", err)
 		case queued && maxQueue > 0:
-			return core.AcceptResult{}, fmt.Errorf("receiver %q has %d queued: %w", m.Receiver, maxQueue, core.ErrQueueFull)
+			return core.AcceptResult{}, false, fmt.Errorf("receiver %q has %d queued: %w", m.Receiver, maxQueue, core.ErrQueueFull)
 		}
 		// The message was purged between the two statements: try again.
 	}
-	return core.AcceptResult{}, fmt.Errorf("postgres: accept %q: gave up after %d attempts: %w", m.ID, maxTxAttempts, err)
+	return core.AcceptResult{}, false, fmt.Errorf("postgres: accept %q: gave up after %d attempts: %w", m.ID, maxTxAttempts, err)
 }
 
 var receiptColumns = []string{"id", "sender", "receiver", "status", "attempts", "code", "last_error", "reply", "history", "created_at", "updated_at", "next_at", "expires_at"}

@@ -395,3 +395,38 @@ func TestListenerReconnects(t *testing.T) {
 		t.Fatalf("payload = %q, want again", p)
 	}
 }
+
+// TestAcceptPulledReadsABoundedHead hands a message out only when the first
+// 256 messages of the receiver's queue show that nothing can be pulled: a
+// receiver with more claimed messages than that gets no hand-off (it pulls
+// instead), so an accept never reads a long queue.
+func TestAcceptPulledReadsABoundedHead(t *testing.T) {
+	ctx := context.Background()
+	s := open(t)
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	msg := func(id string) (*core.Message, *core.Receipt) {
+		m := &core.Message{ID: id, Sender: "a", Receiver: "r", Type: "t", TTL: time.Hour, ReceivedAt: now, ExpiresAt: now.Add(time.Hour)}
+		return m, &core.Receipt{MessageID: id, Sender: "a", Receiver: "r", Status: core.StatusQueued, CreatedAt: now, UpdatedAt: now, ExpiresAt: m.ExpiresAt}
+	}
+	for i := range 257 {
+		m, r := msg(fmt.Sprintf("q%03d", i))
+		if _, err := s.Accept(ctx, m, r, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ms, err := s.Pull(ctx, "r", now, now.Add(time.Minute), 1000, false); err != nil || len(ms) != 257 {
+		t.Fatalf("pull: %d messages, %v", len(ms), err)
+	}
+	m, r := msg("over")
+	if _, pulled, err := s.AcceptPulled(ctx, m, r, 0, now, now.Add(time.Minute)); err != nil || pulled {
+		t.Fatalf("with 257 claimed messages queued: pulled %v, %v; want not handed out", pulled, err)
+	}
+	// Leave 256 claimed ones: the head now tells.
+	if n, err := s.Ack(ctx, "r", []string{"q000", "over"}, now); err != nil || n != 2 {
+		t.Fatalf("ack: %d, %v", n, err)
+	}
+	m, r = msg("within")
+	if _, pulled, err := s.AcceptPulled(ctx, m, r, 0, now, now.Add(time.Minute)); err != nil || !pulled {
+		t.Fatalf("with 256 claimed messages queued: pulled %v, %v; want handed out", pulled, err)
+	}
+}

@@ -164,6 +164,17 @@ func settle(t *testing.T, s core.Store, now time.Time, outcomes map[string]core.
 	complete(t, s, "settle", results...)
 }
 
+// mustPull pulls up to 100 of receiver's messages at base+now, leased until
+// base+until.
+func mustPull(t *testing.T, s core.Store, receiver string, now, until time.Duration) []*core.Message {
+	t.Helper()
+	ms, err := s.Pull(context.Background(), receiver, at(now), at(until), 100, false)
+	if err != nil {
+		t.Fatalf("Pull: %v", err)
+	}
+	return ms
+}
+
 func receipt(t *testing.T, s core.Store, id string) *core.Receipt {
 	t.Helper()
 	r, err := s.GetReceipt(context.Background(), id)
@@ -1088,6 +1099,62 @@ var pullCases = []testCase{
 		wantIDs(t, "after first lease", messageIDs(ms), []string{"m1", "m2"})
 		if ms[0].Attempts != 2 {
 			t.Fatalf("re-pulled attempts = %d, want 2", ms[0].Attempts)
+		}
+	}},
+	{"accept pulled hands out only what a pull would", func(t *testing.T, s core.Store) {
+		ctx := context.Background()
+		ap, ok := s.(core.AcceptPuller)
+		if !ok {
+			t.Fatal("the store does not implement core.AcceptPuller")
+		}
+		acceptPulled := func(id string, now, vis time.Duration) (*core.Message, core.AcceptResult, bool) {
+			t.Helper()
+			m, r := newMessage(id, "alice", "bob", at(now))
+			res, pulled, err := ap.AcceptPulled(ctx, m, r, 0, at(now), at(vis))
+			if err != nil {
+				t.Fatalf("AcceptPulled %s: %v", id, err)
+			}
+			return m, res, pulled
+		}
+		send(t, s, "m1", "alice", "bob", base)
+		// m1 can be pulled: handing m2 out would pass it.
+		if _, _, pulled := acceptPulled("m2", time.Second, time.Minute); pulled {
+			t.Fatal("m2 handed out while m1 waits in the queue")
+		}
+		ms, err := s.Pull(ctx, "bob", at(2*time.Second), at(30*time.Second), 10, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantIDs(t, "pull", messageIDs(ms), []string{"m1", "m2"})
+		// Everything of bob's is pulled now: m3 goes straight out.
+		m3, res, pulled := acceptPulled("m3", 3*time.Second, 40*time.Second)
+		if !pulled || m3.Attempts != 1 || m3.Seq == 0 {
+			t.Fatalf("m3: pulled %v, attempts %d, seq %d; want handed out with one attempt and a seq", pulled, m3.Attempts, m3.Seq)
+		}
+		if res.Receipt.Status != core.StatusQueued || res.Receipt.Attempts != 1 || res.Duplicate {
+			t.Fatalf("m3's receipt = %+v", res.Receipt)
+		}
+		r := receipt(t, s, "m3")
+		if r.Status != core.StatusQueued || r.Attempts != 1 || len(r.History) != 2 || r.History[1].Detail != "pulled, awaiting ack" {
+			t.Fatalf("stored receipt of m3 = %s attempts %d history %+v", r.Status, r.Attempts, r.History)
+		}
+		wantIDs(t, "pull while leased", messageIDs(mustPull(t, s, "bob", 4*time.Second, time.Minute)), []string{})
+		wantDepth(t, s, "bob", 3)
+		// A repeat is a duplicate and hands nothing out.
+		if _, res, pulled := acceptPulled("m3", 5*time.Second, time.Minute); pulled || !res.Duplicate {
+			t.Fatalf("repeated m3: pulled %v, duplicate %v", pulled, res.Duplicate)
+		}
+		// A message already past its TTL is stored ended, never handed out.
+		m, r0 := newMessage("late", "alice", "bob", at(6*time.Second))
+		r0.Status = core.StatusExpired
+		if res, pulled, err := ap.AcceptPulled(ctx, m, r0, 0, at(6*time.Second), at(time.Minute)); err != nil || pulled || res.Receipt.Status != core.StatusExpired {
+			t.Fatalf("expired message: pulled %v, status %s, %v", pulled, res.Receipt.Status, err)
+		}
+		// When the leases run out, all three come back, m3 on its second attempt.
+		ms = mustPull(t, s, "bob", 41*time.Second, 2*time.Minute)
+		wantIDs(t, "after the leases", messageIDs(ms), []string{"m1", "m2", "m3"})
+		if ms[2].Attempts != 2 {
+			t.Fatalf("m3 pulled again with attempts %d, want 2", ms[2].Attempts)
 		}
 	}},
 	{"ack skips foreign and unknown ids", func(t *testing.T, s core.Store) {

@@ -26,11 +26,11 @@ type Feed struct {
 	mu     sync.Mutex
 	msgs   []*Message
 	closed bool
-	ready  chan struct{} // holds a token while msgs is not empty
+	ready  chan struct{} // gets a token at each hand-off (one may outlive a Take)
 }
 
 // Attach opens a feed for a stream of receiver whose pulls lease messages
-// for visibility. Close it when the stream ends.
+// for visibility. Detach it when the stream ends.
 func (r *Relay) Attach(receiver string, visibility time.Duration) *Feed {
 	f := &Feed{receiver: receiver, visibility: visibility, ready: make(chan struct{}, 1)}
 	r.feedMu.Lock()

@@ -186,6 +186,10 @@ type LaneRenewer interface {
 	CompleteRenew(ctx context.Context, owner string, res LaneResult, now, claimUntil time.Time, perLane int) ([]*Message, error)
 }
 
+// DetailPulled is the receipt history detail of a message handed out by a
+// pull that awaits its acknowledgement; AcceptPulled records the same.
+const DetailPulled = "pulled, awaiting ack"
+
 // AcceptPuller is an optional Store capability used to hand a new message
 // straight to a live stream of its receiver on this instance: the message
 // is stored already pulled, so the stream needs no pull from the store.

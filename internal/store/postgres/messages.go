@@ -139,7 +139,7 @@ func (s *Store) accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 	// The history it gets if it is handed out, as Pull would record it.
 	var pulledEvents []core.ReceiptEvent
 	if lease != nil {
-		pulledEvents = append(slices.Clip(r.History), core.ReceiptEvent{At: lease.now, Status: core.StatusQueued, Detail: "pulled, awaiting ack"})
+		pulledEvents = append(slices.Clip(r.History), core.ReceiptEvent{At: lease.now, Status: core.StatusQueued, Detail: core.DetailPulled})
 		pulledHist, err := json.Marshal(pulledEvents)
 		if err != nil {
 			return core.AcceptResult{}, false, fmt.Errorf("postgres: encode history: %w", err)
@@ -746,7 +746,7 @@ func (s *Store) Pull(ctx context.Context, receiver string, now, visibleAt time.T
 			out, err = collectMessages(tx.Query(ctx, pick+`UPDATE messages m SET claim_until = $4, attempts = m.attempts + 1, updated_at = $2, `+appendHistory("$5")+`
 				FROM picked WHERE m.seq = picked.seq
 				RETURNING m.body, m.seq, m.attempts, m.expires_at`,
-				receiver, now, lim(limit), visibleAt, event(now, core.StatusQueued, "pulled, awaiting ack")))
+				receiver, now, lim(limit), visibleAt, event(now, core.StatusQueued, core.DetailPulled)))
 			return err
 		}
 		rows, err := tx.Query(ctx, pick+`UPDATE messages m SET state = 1, status = 'delivered', attempts = GREATEST(m.attempts, 1), updated_at = $2,

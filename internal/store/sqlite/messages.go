@@ -82,7 +82,7 @@ func (s *Store) accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 	var pulledEvents []core.ReceiptEvent
 	var pulledHist []byte
 	if lease != nil {
-		pulledEvents = append(slices.Clip(r.History), core.ReceiptEvent{At: lease.now, Status: core.StatusQueued, Detail: "pulled, awaiting ack"})
+		pulledEvents = append(slices.Clip(r.History), core.ReceiptEvent{At: lease.now, Status: core.StatusQueued, Detail: core.DetailPulled})
 		if pulledHist, err = json.Marshal(pulledEvents); err != nil {
 			return core.AcceptResult{}, false, fmt.Errorf("sqlite: encode receipt history: %w", err)
 		}

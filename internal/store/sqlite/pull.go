@@ -104,7 +104,7 @@ func (s *Store) Pull(ctx context.Context, receiver string, now, visibleAt time.T
 				list, _ := json.Marshal(seqs)
 				if _, err := tx.ExecContext(ctx, `UPDATE messages SET claim_until = ?, attempts = attempts + 1, updated_at = ?, `+appendHistory+`
 					WHERE seq IN (SELECT value FROM json_each(?))`,
-					ts(visibleAt), ts(now), event(now, core.StatusQueued, "pulled, awaiting ack"), string(list)); err != nil {
+					ts(visibleAt), ts(now), event(now, core.StatusQueued, core.DetailPulled), string(list)); err != nil {
 					return fmt.Errorf("sqlite: pull: %w", err)
 				}
 			}

@@ -82,8 +82,12 @@ func TestCLIAgainstHub(t *testing.T) {
 		{"receipts, two ids", []string{"receipts", "c1", "c2"}, "", exitUsage, `unexpected argument "c2"`},
 		{"agents, stray argument", []string{"agents", "worker"}, "", exitUsage, `unexpected argument "worker"`},
 		{"dlq list", []string{"dlq", "list"}, "", exitOK, "rejected"},
-		{"dlq bad subcommand", []string{"dlq", "purge"}, "", exitUsage, ""},
+		{"dlq bad subcommand", []string{"dlq", "purge"}, "", exitUsage, `unknown subcommand "purge"`},
 		{"dlq replay unknown", []string{"dlq", "replay", "nope"}, "", exitNotFound, ""},
+		{"dlq replay, not a dead letter", []string{"dlq", "replay", "c1"}, "", exitFailure, "409"},
+		{"dlq list help has only list's flags", []string{"dlq", "list", "--help"}, "", exitOK, "-receiver"},
+		{"help for an unknown command", []string{"help", "frobnicate"}, "", exitUsage, `unknown command "frobnicate"`},
+		{"send, id another sender used", []string{"send", "--from", "sleeper", "--to", "worker", "--text", "hi", "--id", "c1"}, "", exitFailure, "409"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -118,6 +122,33 @@ func TestCLIAgainstHub(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("tail saw nothing")
+	}
+}
+
+// TestSendWaitIsOneDeadline: --wait D bounds the whole wait. The hub waits
+// with the send (wait_ms) and the CLI spends only what is left of D
+// watching the receipt; it used to start a second full D after the hub's.
+func TestSendWaitIsOneDeadline(t *testing.T) {
+	h, base := hubtest.Start(t, hub.Options{})
+	t.Setenv("SWITCHBOARD_HUB", base)
+	t.Setenv("SWITCHBOARD_TOKEN", h.AdminToken)
+	req, _ := http.NewRequest("POST", base+"/atp/register", strings.NewReader(`{"agent_id":"sleeper"}`))
+	req.Header.Set("Authorization", "Bearer "+h.AdminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("register: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	const wait = 1500 * time.Millisecond
+	start := time.Now()
+	code, _, errOut := run(t, "", "send", "--from", "planner", "--to", "sleeper", "--text", "hi", "--wait", wait.String())
+	took := time.Since(start)
+	if code != exitFailure || !strings.Contains(errOut, "not delivered within 1.5s") {
+		t.Fatalf("exit %d, stderr %s", code, errOut)
+	}
+	// Two full waits would take at least 2×D; one takes D and a little.
+	if took < wait || took >= 2*wait {
+		t.Fatalf("send --wait %v took %v, want at least %v and under %v", wait, took, wait, 2*wait)
 	}
 }
 

@@ -43,7 +43,7 @@ type hubFlags struct {
 
 func (h *hubFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&h.hub, "hub", envOr("SWITCHBOARD_HUB", "http://127.0.0.1:8080"), "hub base URL (env SWITCHBOARD_HUB)")
-	fs.StringVar(&h.token, "token", os.Getenv("SWITCHBOARD_TOKEN"), "bearer token: an agent's credential or the admin token (env SWITCHBOARD_TOKEN; default: ./switchboard-data/admin.token if readable)")
+	fs.StringVar(&h.token, "token", os.Getenv("SWITCHBOARD_TOKEN"), "bearer token: an agent's credential or the admin token (env SWITCHBOARD_TOKEN; default: admin.token in $SWITCHBOARD_DATA or ./switchboard-data, if readable)")
 	fs.BoolVar(&h.json, "json", false, "print JSON")
 }
 
@@ -57,7 +57,9 @@ func (h *hubFlags) client(opts ...client.Option) *client.Client {
 	return client.New(h.hub, append([]client.Option{client.WithToken(tok)}, opts...)...)
 }
 
-// failure prints err and maps it to an exit code.
+// failure prints err and maps it to an exit code: 4 when the hub cannot be
+// reached, 3 for 404, 2 for the other refusals of the request itself (400,
+// 401, 403, 413, 422: fix the command line or the token), 1 otherwise.
 func failure(s stdio, cmd string, err error) int {
 	fmt.Fprintf(s.err, "%s: %v\n", cmd, err)
 	var he *client.Error
@@ -68,6 +70,8 @@ func failure(s stdio, cmd string, err error) int {
 		return exitNotFound
 	case errors.As(err, &he) && he.StatusCode == http.StatusTooManyRequests:
 		return exitFailure // the request was fine; try again later
+	case errors.As(err, &he) && he.StatusCode == http.StatusConflict:
+		return exitFailure // well formed, but the state forbids it (an id taken, not a dead letter)
 	case errors.As(err, &he) && he.StatusCode >= 400 && he.StatusCode < 500:
 		return exitUsage
 	}
@@ -126,16 +130,19 @@ func runAgents(ctx context.Context, args []string, s stdio) int {
 func runSend(ctx context.Context, args []string, s stdio) int {
 	fs := newFlagSet("send", `Usage: switchboard send --from SENDER --to RECEIVER [--text TEXT | --payload JSON] [flags]
 
-Sends a message through the hub. Content is --text, optionally with --image and
---file attachments (multimodal: an MAMP or A2A receiver gets real image and file
-parts; an ATP receiver gets {"text", "parts"}), or a --payload object. Without --wait it returns once the hub has
-stored the message (status queued). With --wait it waits for the terminal
-status and exits 0 if delivered, 1 if rejected, timed out or expired, or
-still queued when the wait runs out. When the hub cannot be reached, the
-connection drops or the hub answers 429, 500, 502, 503, 504 or 507, the send
-is tried again (--retries times, backing off from 100 ms or as Retry-After
-asks) with the same message id, so the hub stores it once.
-Exit codes: 0 ok, 1 failed, 2 usage, 3 unknown receiver, 4 hub unreachable.`, s)
+Sends a message through the hub. Content is --text, optionally with --image
+and --file attachments (multimodal: an MAMP or A2A receiver gets real image
+and file parts; an ATP receiver gets {"text", "parts"}), or a --payload
+object. Without --wait it returns once the hub has stored the message
+(status queued). With --wait it waits, all told, up to that long for the
+terminal status and exits 0 if delivered, 1 if rejected, timed out or
+expired, or still queued when the wait runs out. When the hub cannot be
+reached, the connection drops or the hub answers 429, 500, 502, 503, 504 or
+507, the send is tried again (--retries times, backing off from 100 ms or as
+Retry-After asks) with the same message id, so the hub stores it once.
+Exit codes: 0 ok, 1 failed (also: the message id is another sender's),
+2 usage (also: refused as malformed, too large or unauthorised),
+3 unknown receiver, 4 hub unreachable.`, s)
 	var h hubFlags
 	h.add(fs)
 	from := fs.String("from", "", "sender agent id (required)")
@@ -207,13 +214,17 @@ Exit codes: 0 ok, 1 failed, 2 usage, 3 unknown receiver, 4 hub unreachable.`, s)
 	c := h.client(client.WithRetries(*retries))
 	m := client.Message{MessageID: *id, Sender: *from, Receiver: *to, Type: *typ, TTL: *ttl,
 		CorrelationID: *corr, ConversationID: *conv, Payload: body}
+	// One deadline for the whole wait: the hub waits with the send (up to
+	// its own cap), and whatever is left of --wait after that is spent
+	// watching the receipt.
+	deadline := time.Now().Add(*wait)
 	res, err := c.Send(ctx, m, *wait)
 	if err != nil {
 		return failure(s, "send", err)
 	}
 	status := res.Status
-	if *wait > 0 && status == "queued" {
-		wctx, cancel := context.WithTimeout(ctx, *wait)
+	if *wait > 0 && status == "queued" && time.Until(deadline) > 0 {
+		wctx, cancel := context.WithDeadline(ctx, deadline)
 		rc, err := c.WaitReceipt(wctx, res.MessageID)
 		cancel()
 		if err == nil {
@@ -246,7 +257,7 @@ Exit codes: 0 ok, 1 failed, 2 usage, 3 unknown receiver, 4 hub unreachable.`, s)
 }
 
 func runReceipts(ctx context.Context, args []string, s stdio) int {
-	fs := newFlagSet("receipts", "Usage: switchboard receipts [flags] MESSAGE_ID\n\nShows a message's receipt: status, attempts, history.\nExit codes: 0 found, 3 unknown message, 4 hub unreachable.", s)
+	fs := newFlagSet("receipts", "Usage: switchboard receipts [flags] MESSAGE_ID\n\nShows a message's receipt: status, attempts, history.\nExit codes: 0 found, 2 usage (or a token not allowed to read it), 3 unknown message, 4 hub unreachable.", s)
 	var h hubFlags
 	h.add(fs)
 	pos, code, ok := parseArgs(fs, args, 1)
@@ -275,26 +286,35 @@ func runReceipts(ctx context.Context, args []string, s stdio) int {
 }
 
 func runDLQ(ctx context.Context, args []string, s stdio) int {
-	usage := "Usage: switchboard dlq list [flags]\n       switchboard dlq replay [flags] MESSAGE_ID\n\nLists dead letters (messages that ended timeout or rejected) or re-queues one\nwith a fresh TTL. Needs the admin token."
+	usage := "Usage: switchboard dlq list [flags]\n       switchboard dlq replay [flags] MESSAGE_ID\n\nLists dead letters (messages that ended timeout or rejected) or re-queues one\nwith a fresh TTL. Needs the admin token.\nRun \"switchboard dlq list --help\" or \"switchboard dlq replay --help\" for flags."
 	if len(args) == 0 || (args[0] != "list" && args[0] != "replay") {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			fmt.Fprintln(s.err, usage)
 			return exitOK
 		}
+		if len(args) > 0 {
+			fmt.Fprintf(s.err, "dlq: unknown subcommand %q\n\n", args[0])
+		}
 		fmt.Fprintln(s.err, usage)
 		return exitUsage
 	}
 	sub := args[0]
-	fs := newFlagSet("dlq "+sub, usage, s)
+	var fs *flag.FlagSet
 	var h hubFlags
-	h.add(fs)
-	receiver := fs.String("receiver", "", "list: only dead letters for this receiver")
-	limit := fs.Int("limit", 100, "list: at most this many")
-	ttl := fs.Duration("ttl", 0, "replay: new TTL (default: the message's own)")
+	var receiver *string
+	var limit *int
+	var ttl *time.Duration
 	want := 0
 	if sub == "replay" {
+		fs = newFlagSet("dlq replay", "Usage: switchboard dlq replay [flags] MESSAGE_ID\n\nRe-queues a dead letter (timeout or rejected) with a fresh TTL. Needs the admin token.\nExit codes: 0 queued, 1 not a dead letter, 2 usage, 3 unknown message, 4 hub unreachable.", s)
+		ttl = fs.Duration("ttl", 0, "new TTL (default: the message's own)")
 		want = 1
+	} else {
+		fs = newFlagSet("dlq list", "Usage: switchboard dlq list [flags]\n\nLists dead letters (messages that ended timeout or rejected), newest first. Needs the admin token.", s)
+		receiver = fs.String("receiver", "", "only dead letters for this receiver")
+		limit = fs.Int("limit", 100, "at most this many")
 	}
+	h.add(fs)
 	pos, code, ok := parseArgs(fs, args[1:], want)
 	if !ok {
 		return code

@@ -18,7 +18,7 @@ import (
 const (
 	exitOK       = 0 // success
 	exitFailure  = 1 // the operation ran and failed (e.g. a message ended timeout)
-	exitUsage    = 2 // bad flags or arguments
+	exitUsage    = 2 // bad flags or arguments, or a request the hub refused as malformed or unauthorised
 	exitNotFound = 3 // the thing asked for does not exist
 	exitUnavail  = 4 // the hub could not be reached
 )
@@ -53,9 +53,13 @@ func main() {
 func runMain(ctx context.Context, args []string, s stdio) int {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		if len(args) > 1 {
-			if c, ok := commands[args[1]]; ok {
-				return c.run(ctx, []string{"--help"}, s)
+			c, ok := commands[args[1]]
+			if !ok {
+				fmt.Fprintf(s.err, "switchboard: unknown command %q\n\n", args[1])
+				usage(s.err)
+				return exitUsage
 			}
+			return c.run(ctx, []string{"--help"}, s)
 		}
 		usage(s.out)
 		if len(args) == 0 {
@@ -84,7 +88,8 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w, "\nRun \"switchboard <command> --help\" for a command's flags.")
-	fmt.Fprintln(w, "Exit codes: 0 ok, 1 failed, 2 usage, 3 not found, 4 hub unreachable.")
+	fmt.Fprintln(w, "Exit codes: 0 ok, 1 failed, 2 usage (also a request the hub refused as")
+	fmt.Fprintln(w, "malformed or unauthorised), 3 not found, 4 hub unreachable.")
 }
 
 // parseArgs parses a command's flags wherever they stand among its

@@ -48,6 +48,13 @@ Events:
   pre-compact            checkpoint the state and the reasoning summary
   stop                   confidence gate on an unverified completion claim
 
+Flags (for every event; "switchboard hook <event> --help" lists them too):
+  --state-dir DIR        state directory (default $SWITCHBOARD_AMP_HOME)
+  --guard-mode MODE      dev or eval (default $PUAX_GUARD_MODE, else dev)
+  --phrases FILE         phrase file overriding the built-in lists
+  --amp                  also write the AMP envelope as one JSON line on stderr
+  --no-stop-gate         never block Stop on an unverified completion claim
+
 Environment:
   SWITCHBOARD_AMP_HOME     state directory (default ~/.switchboard/amp)
   SWITCHBOARD_AMP_PHRASES  phrase file (default <state dir>/phrases.json)
@@ -107,7 +114,11 @@ func Main(ctx context.Context, args []string, s Stdio) int {
 	case "":
 	case string(guard.ModeEval):
 		opts.GuardMode = guard.ModeEval
+	case string(guard.ModeDev):
+		opts.GuardMode = guard.ModeDev
 	default:
+		// The host must not break on it; say so and guard as dev does.
+		fmt.Fprintf(s.Err, "switchboard hook: --guard-mode %q: want dev or eval; using dev\n", *mode)
 		opts.GuardMode = guard.ModeDev
 	}
 	if *ampOut {

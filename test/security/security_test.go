@@ -527,6 +527,22 @@ func attacks() []attack {
 				t.Fatalf("agent card: %d %s", card.status, card.raw)
 			}
 		}},
+		{proto: "a2a", name: "anonymous enumeration", run: func(t *testing.T, f *fixture) {
+			expect(t, f.do("GET", "/a2a/agents", "", nil), 401, "unauthorized")
+			hub := f.do("GET", "/.well-known/agent-card.json", "", nil)
+			if hub.status != 200 || len(hub.body["agents"].([]any)) != 0 || len(hub.body["skills"].([]any)) != 0 {
+				t.Fatalf("anonymous hub card: %d %s, want the card with no agents or skills", hub.status, hub.raw)
+			}
+			// A credential, any agent's, lists them.
+			dir := f.do("GET", "/a2a/agents", f.tok["carol"], nil)
+			if dir.status != 200 || len(dir.body["agents"].([]any)) < 3 {
+				t.Fatalf("directory with a token: %d %s", dir.status, dir.raw)
+			}
+			hub = f.do("GET", "/.well-known/agent-card.json", f.tok["carol"], nil)
+			if hub.status != 200 || len(hub.body["agents"].([]any)) < 3 || !strings.Contains(string(hub.raw), `"id":"bob"`) {
+				t.Fatalf("hub card with a token: %d %s", hub.status, hub.raw)
+			}
+		}},
 		{proto: "a2a", name: "wrong token", run: func(t *testing.T, f *fixture) {
 			expect(t, f.a2aCall("bob", randomToken(), "SendMessage", a2aSend("a2a-wrong", "", nil)), 401, "unauthorized")
 		}},

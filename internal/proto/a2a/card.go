@@ -11,6 +11,7 @@ import (
 
 	sdk "github.com/a2aproject/a2a-go/v2/a2a"
 
+	"github.com/switchboard-hub/switchboard/internal/auth"
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/httperr"
 	"github.com/switchboard-hub/switchboard/internal/proto/atp"
@@ -232,12 +233,19 @@ func (s *Server) entry(base string, a *core.Agent) DirectoryEntry {
 // hubCard is the hub's own card: a directory of its agents. Each agent is
 // a skill (id = agent id) and the "agents" array gives each one's endpoint
 // and card. The hub itself takes no messages (supportedInterfaces is
-// empty): point an A2A client at an agent's card instead.
+// empty): point an A2A client at an agent's card instead. The card itself
+// is public, but, as every agent listing, its skills and agents are given
+// only to a caller with a credential when auth is on; an anonymous caller
+// gets the card with both empty, and the description says why.
 func (s *Server) hubCard(w http.ResponseWriter, r *http.Request) {
-	list, err := s.relay.Store().ListAgents(r.Context(), core.AgentFilter{})
-	if err != nil {
-		httperr.From(w, err)
-		return
+	var list []*core.Agent
+	listed := auth.Member(r.Context()) == nil
+	if listed {
+		var err error
+		if list, err = s.relay.Store().ListAgents(r.Context(), core.AgentFilter{}); err != nil {
+			httperr.From(w, err)
+			return
+		}
 	}
 	base := s.baseURL(r)
 	dir := make([]DirectoryEntry, 0, len(list))
@@ -248,9 +256,13 @@ func (s *Server) hubCard(w http.ResponseWriter, r *http.Request) {
 		sk = append(sk, sdk.AgentSkill{ID: a.ID, Name: e.Name, Description: e.Description + " — " + e.CardURL,
 			Tags: append([]string{"agent"}, a.Capabilities...)})
 	}
+	desc := "A Switchboard hub. Every registered agent is an A2A agent at /a2a/{agent}; see \"agents\"."
+	if !listed {
+		desc = "A Switchboard hub. Every registered agent is an A2A agent at /a2a/{agent}; the list of agents (\"skills\", \"agents\") is given to callers with a bearer credential."
+	}
 	card := map[string]any{
 		"name":                "Switchboard hub (" + s.relay.Config().Host + ")",
-		"description":         "A Switchboard hub. Every registered agent is an A2A agent at /a2a/{agent}; see \"agents\".",
+		"description":         desc,
 		"version":             "1.0.0",
 		"supportedInterfaces": []any{},
 		"capabilities":        map[string]any{"streaming": true, "pushNotifications": true, "stateTransitionHistory": true},

@@ -1022,8 +1022,13 @@ func EncodeEvent(v Version, ev sdk.Event) any {
 	return nil
 }
 
-// directory lists the hub's agents with their A2A endpoints and cards.
+// directory lists the hub's agents with their A2A endpoints and cards. As
+// every agent listing, it needs a credential when auth is on.
 func (s *Server) directory(w http.ResponseWriter, r *http.Request) {
+	if err := auth.Member(r.Context()); err != nil {
+		httperr.From(w, err)
+		return
+	}
 	list, err := s.relay.Store().ListAgents(r.Context(), core.AgentFilter{})
 	if err != nil {
 		httperr.From(w, err)

@@ -2,15 +2,21 @@
 # scripts/test.sh — runs Switchboard's whole test suite on a fresh Debian
 # machine, installing what the tests need first:
 #   - Debian packages: the ATP tutorial's Python clients (python3-fastapi,
-#     python3-uvicorn, python3-httpx), PostgreSQL, Chromium;
+#     python3-uvicorn, python3-httpx), PostgreSQL, Chromium, and — when the
+#     commands are missing — Node.js with npm and gcc (for -race);
 #   - npm packages of the interop and browser tests, from their lock files;
 #   - a throwaway PostgreSQL cluster on 127.0.0.1 for the store contract
 #     suite and the multi-instance tests (stopped again at the end).
 # Then: gofmt, go vet, staticcheck, `go test -race ./...`, and a short run of
 # every fuzz target.
 #
+# Run it as root (or with sudo available): it installs packages, starts
+# PostgreSQL as the postgres user, and one fault test mounts a small tmpfs.
+#
 # Environment: FUZZTIME (default 5s per target; 0 skips fuzzing),
-# SKIP_INSTALL=1 to use what is installed, GOFLAGS as usual.
+# SKIP_INSTALL=1 to use what is installed, GOFLAGS as usual, CI (set by
+# .ci/run: a test whose tool — python3, node, chromium — is missing fails
+# instead of skipping).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -25,13 +31,18 @@ if [ -z "${SKIP_INSTALL:-}" ]; then
 	for p in "${apt_pkgs[@]}"; do
 		dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 	done
+	# Tools looked for by command, since they may come from elsewhere (a
+	# Node.js from NodeSource brings its own npm): Node.js and npm for the
+	# SDK interop and browser tests, a C toolchain for -race.
+	command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
+	command -v gcc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
 	if [ ${#missing[@]} -gt 0 ]; then
 		sudo=""
 		[ "$(id -u)" -eq 0 ] || sudo="sudo"
 		$sudo apt-get update -qq
 		DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 	fi
-	echo "ok: ${apt_pkgs[*]}"
+	echo "ok: ${apt_pkgs[*]} node npm gcc"
 
 	step "npm packages (from lock files)"
 	while IFS= read -r lock; do

@@ -2,10 +2,17 @@
 // and keep the lease alive, receive messages by callback handler or by pull,
 // send, and wait for a message's receipt or its result.
 //
-//	c := client.New("http://127.0.0.1:8080", client.WithToken(tok))
-//	reg, err := c.Register(ctx, client.Registration{AgentID: "worker", CallbackURL: url})
-//	rc, err := c.Send(ctx, client.Message{Sender: "planner", Receiver: "worker", Type: "task.request", Payload: map[string]any{"text": "hi"}})
-//	final, err := c.WaitReceipt(ctx, rc.MessageID)
+// A client acts as one agent: with auth on, the first registration of an
+// agent makes the client use the credential the hub issues for it (in place
+// of the admin token, which may act as any agent), so give each agent its
+// own client.
+//
+//	worker := client.New(hub, client.WithToken(adminToken))
+//	_, err := worker.Register(ctx, client.Registration{AgentID: "worker", CallbackURL: url})
+//	planner := client.New(hub, client.WithToken(adminToken))
+//	_, err = planner.Register(ctx, client.Registration{AgentID: "planner"})
+//	rc, err := planner.Send(ctx, client.Message{Sender: "planner", Receiver: "worker", Type: "task.request", Payload: map[string]any{"text": "hi"}})
+//	final, err := planner.WaitReceipt(ctx, rc.MessageID)
 package client
 
 import (
@@ -49,8 +56,9 @@ const DefaultRetries = 3
 // WithRetries sets how many times Send tries again after a failure that may
 // be passing: the hub unreachable or the connection lost (ErrUnavailable),
 // or an answer of 429, 500, 502, 503, 504 or 507. It waits 100 ms before the
-// first retry and twice as long before each next one (with jitter), or as
-// long as a 429 or 503 answer's Retry-After asks, and gives up early when
+// first retry and twice as long before each next one, up to 2 s, each wait
+// jittered down to as little as half; or as long as a 429 or 503 answer's
+// Retry-After asks (at most 30 s), and gives up early when
 // ctx would end first. Every attempt carries the same message_id, so the hub
 // stores the message once whatever happened to an earlier attempt. 0 turns
 // retries off (for a caller that fails over to another hub itself).
@@ -170,7 +178,9 @@ type Registered struct {
 	LeaseSeconds int    `json:"lease_seconds"`
 	Queued       int    `json:"queued"`
 	Created      bool   `json:"created"`
-	Token        string `json:"token,omitempty"`
+	// Token is the agent's bearer credential, returned by its first
+	// registration only (auth on); Register starts using it.
+	Token string `json:"token,omitempty"`
 	// SigningSecret verifies the hub's webhooks: pass
 	// webhooksig.NewVerifier([]byte(SigningSecret)) as
 	// CallbackOptions.Verifier.
@@ -241,8 +251,8 @@ type Agent struct {
 	CallbackURL  string          `json:"callback_url"`
 	Endpoint     string          `json:"endpoint"`
 	Capabilities []string        `json:"capabilities"`
-	ExpiresAt    float64         `json:"expires_at"`
-	LastSeen     float64         `json:"last_seen"`
+	ExpiresAt    float64         `json:"expires_at"` // lease end, Unix seconds
+	LastSeen     float64         `json:"last_seen"`  // Unix seconds
 	Alive        bool            `json:"alive"`
 	Protocol     string          `json:"protocol"`
 	Card         json.RawMessage `json:"card"`
@@ -297,9 +307,10 @@ type Envelope struct {
 
 // SendResult is the hub's answer to a send.
 type SendResult struct {
-	Status    string          `json:"status"`
-	MessageID string          `json:"message_id"`
-	Receipt   json.RawMessage `json:"receipt"`
+	Status    string `json:"status"` // queued, or a terminal status when the send waited
+	MessageID string `json:"message_id"`
+	// Receipt is the receiver's reply once delivered (JSON null before).
+	Receipt json.RawMessage `json:"receipt"`
 	// Duplicate is true when the hub already had a message with this id:
 	// sent before by the caller, or, when Attempts is over 1, by an earlier
 	// attempt of this Send whose answer was lost. Either way the message is
@@ -410,7 +421,7 @@ func waitFor(ctx context.Context, d time.Duration) bool {
 type Receipt struct {
 	MessageID   string          `json:"message_id"`
 	Status      string          `json:"status"`
-	Receipt     json.RawMessage `json:"receipt"`
+	Receipt     json.RawMessage `json:"receipt"` // the receiver's reply once delivered, else null
 	Sender      string          `json:"sender"`
 	Receiver    string          `json:"receiver"`
 	Attempts    int             `json:"attempts"`

@@ -17,10 +17,10 @@ import (
 // message's receipt body at the hub; put the business result in Result, or
 // send it later as a separate message with CorrelationID set.
 type Reply struct {
-	Status string `json:"status"` // accepted (default) or rejected
-	Code   int    `json:"code,omitempty"`
-	Detail string `json:"detail,omitempty"`
-	Result any    `json:"result,omitempty"`
+	Status string `json:"status"`           // accepted (default) or rejected
+	Code   int    `json:"code,omitempty"`   // the rejection's code
+	Detail string `json:"detail,omitempty"` // a short note for the receipt
+	Result any    `json:"result,omitempty"` // kept as the receipt's reply
 }
 
 // Reject returns a rejection reply with a code.

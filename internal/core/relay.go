@@ -37,16 +37,24 @@ func (SystemClock) Now() time.Time { return time.Now().UTC() }
 // Delivery is what one delivery attempt returned.
 type Delivery struct {
 	// Kind is OutcomeDelivered, OutcomeRejected or OutcomeRetry.
-	Kind   OutcomeKind
-	Code   int
-	Reply  []byte
-	Err    error
+	Kind OutcomeKind
+	// Code is the receiver's status code (HTTP status for webhooks), 0 if
+	// none came back.
+	Code int
+	// Reply is the receiver's answer body, kept as the receipt's reply
+	// when the message is delivered.
+	Reply []byte
+	// Err is why an attempt failed (OutcomeRetry) or was refused; it
+	// becomes the receipt's last_error.
+	Err error
+	// Detail is a short note for the receipt's history.
 	Detail string
 }
 
 // Deliverer hands a message to an agent through one kind of endpoint.
 // Deliver must return within ctx's deadline.
 type Deliverer interface {
+	// Deliver makes one attempt to hand m to a and reports its outcome.
 	Deliver(ctx context.Context, a *Agent, m *Message) Delivery
 }
 
@@ -65,7 +73,7 @@ type Config struct {
 	DeliverTimout time.Duration // one attempt's timeout [10s]
 	Poll          time.Duration // scheduler poll when idle [250ms]
 	Retention     time.Duration // how long terminal receipts are kept [24h]
-	MaxQueue      int           // queued messages per receiver [100000]
+	MaxQueue      int           // queued messages per receiver, below 0 no limit [100000]
 	Skew          time.Duration // sender clock tolerance for "expired" [2s]
 	MaxParts      int           // content parts per message [64]
 	Owner         string        // this instance's claim owner name [random]
@@ -685,7 +693,7 @@ func (r *Relay) Replay(ctx context.Context, id string, ttl time.Duration) (*Rece
 }
 
 // Backoff is the delay before retry number attempt (1-based): exponential
-// from BackoffBase, capped at BackoffMax, with jitter in [d/2, d).
+// from BackoffBase, capped at BackoffMax, with jitter in [d/2, d].
 func (r *Relay) Backoff(attempt int) time.Duration {
 	d := r.cfg.BackoffBase
 	for i := 1; i < attempt && d < r.cfg.BackoffMax; i++ {

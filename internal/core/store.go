@@ -165,7 +165,7 @@ type Store interface {
 	// after seq (0 for all).
 	ConversationMessages(ctx context.Context, conversationID string, afterSeq int64, limit int) ([]*Message, error)
 
-	// Records is a small versioned document store for adapter state (A2A
+	// RecordStore is a small versioned document store for adapter state (A2A
 	// tasks, push configs, AMP sessions, credentials).
 	RecordStore
 

@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"reflect"
 
 	"github.com/switchboard-hub/switchboard/internal/auth"
 	"github.com/switchboard-hub/switchboard/internal/core"
@@ -105,24 +107,89 @@ func From(w http.ResponseWriter, err error) {
 }
 
 // DecodeJSON reads a JSON body of at most max bytes into v, writing the
-// error answer itself and returning false on failure.
+// error answer itself and returning false on failure: 413 past max, 400
+// invalid_json for an empty body, bad syntax or anything but white space
+// after the value, 400 invalid_field for a value of the wrong JSON type
+// (naming the field and the type it must be).
 func DecodeJSON(w http.ResponseWriter, r *http.Request, max int64, v any) bool {
 	r.Body = http.MaxBytesReader(w, r.Body, max)
 	dec := json.NewDecoder(r.Body)
-	if err := dec.Decode(v); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			Errorf(w, http.StatusRequestEntityTooLarge, CodeTooLarge, "request body exceeds %d bytes", max)
-			return false
-		}
-		Errorf(w, http.StatusBadRequest, CodeInvalidJSON, "malformed JSON body: %v", err)
-		return false
+	err := dec.Decode(v)
+	if err == nil {
+		err = onlySpace(io.MultiReader(dec.Buffered(), r.Body))
 	}
-	if dec.More() {
+	if err == nil {
+		return true
+	}
+	var (
+		mbe *http.MaxBytesError
+		te  *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.As(err, &mbe):
+		Errorf(w, http.StatusRequestEntityTooLarge, CodeTooLarge, "request body exceeds %d bytes", max)
+	case errors.Is(err, io.EOF):
+		Write(w, http.StatusBadRequest, CodeInvalidJSON, "request body is empty: want a JSON object")
+	case errors.Is(err, errTrailing):
 		Write(w, http.StatusBadRequest, CodeInvalidJSON, "trailing data after the JSON body")
-		return false
+	case errors.As(err, &te) && te.Field != "":
+		Errorf(w, http.StatusBadRequest, CodeInvalidField, "%s must be %s, not %s", te.Field, jsonKind(te.Type), te.Value)
+	case errors.As(err, &te):
+		Errorf(w, http.StatusBadRequest, CodeInvalidJSON, "the body must be %s, not %s", jsonKind(te.Type), te.Value)
+	case errors.Is(err, core.ErrInvalid):
+		Write(w, http.StatusBadRequest, CodeInvalidField, err.Error())
+	default:
+		Errorf(w, http.StatusBadRequest, CodeInvalidJSON, "malformed JSON body: %v", err)
 	}
-	return true
+	return false
+}
+
+var errTrailing = errors.New("trailing data")
+
+// onlySpace reads r to its end and reports errTrailing if it holds
+// anything but JSON white space (or the read's own error).
+func onlySpace(r io.Reader) error {
+	var buf [64]byte
+	for {
+		n, err := r.Read(buf[:])
+		for _, c := range buf[:n] {
+			if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+				return errTrailing
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// jsonKind names the JSON type that decodes into t.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "a JSON value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "a different JSON type"
 }
 
 // JSON writes v as a JSON answer with status.

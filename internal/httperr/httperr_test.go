@@ -1,0 +1,67 @@
+package httperr
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestDecodeJSON(t *testing.T) {
+	type body struct {
+		Name  string   `json:"name"`
+		N     int      `json:"n"`
+		Tags  []string `json:"tags"`
+		Inner struct {
+			On bool `json:"on"`
+		} `json:"inner"`
+	}
+	const max = 64
+	cases := []struct {
+		name, in string
+		status   int    // 0: decoded
+		code     string // error code
+		message  string // part of the message
+	}{
+		{"object", `{"name":"a","n":2}`, 0, "", ""},
+		{"white space around", " \r\n\t{\"n\":1}\n\n ", 0, "", ""},
+		{"exactly the limit", `{"name":"` + strings.Repeat("a", max-11) + `"}`, 0, "", ""},
+		{"empty", ``, 400, CodeInvalidJSON, "empty"},
+		{"only white space", "  \n", 400, CodeInvalidJSON, "empty"},
+		{"syntax", `{"name":}`, 400, CodeInvalidJSON, "malformed JSON body"},
+		{"cut short", `{"name":"a"`, 400, CodeInvalidJSON, "malformed JSON body"},
+		{"second value", `{} {}`, 400, CodeInvalidJSON, "trailing data"},
+		{"stray brace", `{"n":1}}`, 400, CodeInvalidJSON, "trailing data"},
+		{"stray bracket", `{"n":1}]`, 400, CodeInvalidJSON, "trailing data"},
+		{"array, not object", `[]`, 400, CodeInvalidJSON, "must be an object, not array"},
+		{"string field as number", `{"name":1}`, 400, CodeInvalidField, "name must be a string, not number"},
+		{"integer field as float", `{"n":1.5}`, 400, CodeInvalidField, "n must be an integer"},
+		{"integer out of range", `{"n":1e40}`, 400, CodeInvalidField, "n must be an integer"},
+		{"array field as string", `{"tags":"x"}`, 400, CodeInvalidField, "tags must be an array"},
+		{"nested field", `{"inner":{"on":"yes"}}`, 400, CodeInvalidField, "inner.on must be true or false"},
+		{"over the limit", `{"name":"` + strings.Repeat("a", max) + `"}`, 413, CodeTooLarge, "exceeds 64 bytes"},
+		{"over the limit after the value", `{"n":1}` + strings.Repeat(" ", max), 413, CodeTooLarge, "exceeds"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(c.in))
+			var v body
+			ok := DecodeJSON(w, r, max, &v)
+			if c.status == 0 {
+				if !ok {
+					t.Fatalf("refused: %d %s", w.Code, w.Body)
+				}
+				return
+			}
+			var e Body
+			if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil {
+				t.Fatalf("answer is not JSON: %v %q", err, w.Body)
+			}
+			if ok || w.Code != c.status || e.Error != c.code || e.StatusCode != c.status || !strings.Contains(e.Message, c.message) {
+				t.Fatalf("ok=%v %d %+v, want %d %s with %q", ok, w.Code, e, c.status, c.code, c.message)
+			}
+		})
+	}
+}

@@ -397,7 +397,7 @@ func (r *Relay) Send(ctx context.Context, m *Message) (SendResult, error) {
 	if errors.Is(err, ErrNotFound) {
 		// A repeated id whose first send was accepted still answers with
 		// the first outcome, even if the receiver has since gone.
-		if rc, err2 := r.store.GetReceipt(ctx, m.ID); err2 == nil && rc.Sender == m.Sender {
+		if rc, err2 := r.store.GetReceipt(ctx, m.ID); err2 == nil && rc.Sender == m.Sender && rc.Receiver == m.Receiver {
 			return SendResult{Receipt: *rc, Duplicate: true}, nil
 		}
 		return SendResult{}, fmt.Errorf("receiver %q: %w", m.Receiver, ErrUnknownReceiver)

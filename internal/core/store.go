@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -10,8 +11,9 @@ import (
 var (
 	ErrNotFound = errors.New("not found")
 	ErrConflict = errors.New("conflict")
-	// ErrIDConflict means a message id is already used by another sender.
-	ErrIDConflict = errors.New("message id used by another sender")
+	// ErrIDConflict means a message id is already used by another sender,
+	// or by this sender for another receiver: not a retry of that message.
+	ErrIDConflict = errors.New("message id already used")
 	// ErrQueueFull means the receiver's queue is at its configured depth.
 	ErrQueueFull = errors.New("receiver queue full")
 	// ErrStorageFull means the store has no room left (disk full): nothing
@@ -106,8 +108,9 @@ type Store interface {
 
 	// Accept stores a new message and its receipt atomically. If a message
 	// with the same id exists, it stores nothing and returns the existing
-	// receipt with Duplicate set, or ErrIDConflict when another sender used
-	// the id. When maxQueue > 0 and the receiver already has that many
+	// receipt with Duplicate set, or ErrIDConflict (see IDConflict) when
+	// another sender used the id or this sender used it for another
+	// receiver. When maxQueue > 0 and the receiver already has that many
 	// queued messages, it stores nothing and returns ErrQueueFull. A
 	// message accepted with a terminal receipt status (expired) is stored
 	// but never scheduled.
@@ -228,4 +231,13 @@ type RecordStore interface {
 	// not empty, most recently updated first.
 	ListRecords(ctx context.Context, kind, index string, limit int) ([]Record, error)
 	DeleteRecord(ctx context.Context, kind, id string) error
+}
+
+// IDConflict is the error for m, whose id first carried the message of
+// receipt first from another sender or to another receiver.
+func IDConflict(m *Message, first *Receipt) error {
+	if first.Sender != m.Sender {
+		return fmt.Errorf("message %q is another sender's: %w", m.ID, ErrIDConflict)
+	}
+	return fmt.Errorf("message %q was sent to %q, not %q (a retry must repeat the message): %w", m.ID, first.Receiver, m.Receiver, ErrIDConflict)
 }

@@ -172,8 +172,8 @@ func (s *Store) accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 		// Nothing inserted: the id is taken, or the queue is full.
 		first, err := scanReceipt(s.pool.QueryRow(ctx, "SELECT "+receiptCols("")+" FROM messages WHERE id = $1", m.ID))
 		switch {
-		case err == nil && first.Sender != m.Sender:
-			return core.AcceptResult{}, false, fmt.Errorf("message %q: %w", m.ID, core.ErrIDConflict)
+		case err == nil && (first.Sender != m.Sender || first.Receiver != m.Receiver):
+			return core.AcceptResult{}, false, core.IDConflict(m, first)
 		case err == nil:
 			return core.AcceptResult{Receipt: *first, Duplicate: true}, false, nil
 		case !errors.Is(err, pgx.ErrNoRows):

@@ -101,8 +101,8 @@ func (s *Store) accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 			if err != nil {
 				return fmt.Errorf("sqlite: read receipt: %w", err)
 			}
-			if rc.Sender != m.Sender {
-				return fmt.Errorf("message %q: %w", m.ID, core.ErrIDConflict)
+			if rc.Sender != m.Sender || rc.Receiver != m.Receiver {
+				return core.IDConflict(m, rc)
 			}
 			res = core.AcceptResult{Receipt: *rc, Duplicate: true}
 			return nil

@@ -541,7 +541,8 @@ var acceptCases = []testCase{
 		first := send(t, s, "m1", "alice", "bob", base)
 		firstRcpt := normReceipt(receipt(t, s, "m1"))
 
-		again, r := newMessage("m1", "alice", "carol", at(time.Minute))
+		// The same sender and receiver: a retry, whatever else changed.
+		again, r := newMessage("m1", "alice", "bob", at(time.Minute))
 		again.Parts = []core.Part{{Kind: core.PartText, Text: "changed"}}
 		again.ConversationID = "conv-dup"
 		r.Status = core.StatusQueued
@@ -590,6 +591,19 @@ var acceptCases = []testCase{
 			t.Fatalf("GetMessage after conflict = %v, %v; want alice's message", got, err)
 		}
 		wantDepth(t, s, "bob", 1)
+	}},
+	{"same id to another receiver is ErrIDConflict", func(t *testing.T, s core.Store) {
+		ctx := context.Background()
+		send(t, s, "m1", "alice", "bob", base)
+		m, r := newMessage("m1", "alice", "carol", at(time.Second))
+		_, err := s.Accept(ctx, m, r, 0)
+		wantErr(t, "Accept id for another receiver", err, core.ErrIDConflict)
+		got, err := s.GetMessage(ctx, "m1")
+		if err != nil || got.Receiver != "bob" {
+			t.Fatalf("GetMessage after conflict = %v, %v; want the message to bob", got, err)
+		}
+		wantDepth(t, s, "bob", 1)
+		wantDepth(t, s, "carol", 0)
 	}},
 	{"concurrent accepts of one id store it once", func(t *testing.T, s core.Store) {
 		const n = 50

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/switchboard-hub/switchboard/internal/auth"
 	"github.com/switchboard-hub/switchboard/internal/core"
@@ -113,8 +115,8 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidField, "agent_id must be 1-128 characters of letters, digits and ._:@-, starting with a letter or digit")
 		return
 	}
-	if req.LeaseSeconds < 0 {
-		httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidField, "lease_seconds must be positive")
+	lease, ok := s.lease(w, req.LeaseSeconds)
+	if !ok {
 		return
 	}
 	ep := core.Endpoint{Kind: core.EndpointPull}
@@ -136,6 +138,10 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		if req.Delivery == "pull" {
 			ep = core.Endpoint{Kind: core.EndpointPull}
 		}
+		if req.Delivery == "push" && req.CallbackURL == "" {
+			httperr.Write(w, http.StatusBadRequest, httperr.CodeMissingField, `callback_url is required with delivery "push"`)
+			return
+		}
 	case "stream":
 		ep = core.Endpoint{Kind: core.EndpointStream}
 	default:
@@ -150,7 +156,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		httperr.From(w, err)
 		return
 	}
-	queued, created, err := s.relay.Register(r.Context(), a, time.Duration(req.LeaseSeconds)*time.Second)
+	queued, created, err := s.relay.Register(r.Context(), a, lease)
 	if err != nil {
 		httperr.From(w, err)
 		return
@@ -192,6 +198,17 @@ type heartbeatRequest struct {
 	LeaseSeconds int    `json:"lease_seconds"`
 }
 
+// lease reads lease_seconds: 0 (or absent) for the relay's default, else 1
+// up to the relay's longest lease. It writes the error answer itself.
+func (s *Server) lease(w http.ResponseWriter, n int) (time.Duration, bool) {
+	longest := int(s.relay.Config().MaxLease / time.Second)
+	if n < 0 || n > longest {
+		httperr.Errorf(w, http.StatusBadRequest, httperr.CodeInvalidField, "lease_seconds must be between 1 and %d (0 or absent: the default)", longest)
+		return 0, false
+	}
+	return time.Duration(n) * time.Second, true
+}
+
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	var req heartbeatRequest
 	if !httperr.DecodeJSON(w, r, s.opt.MaxBody, &req) {
@@ -205,7 +222,11 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		httperr.From(w, err)
 		return
 	}
-	a, queued, err := s.relay.Heartbeat(r.Context(), req.AgentID, time.Duration(req.LeaseSeconds)*time.Second)
+	lease, ok := s.lease(w, req.LeaseSeconds)
+	if !ok {
+		return
+	}
+	a, queued, err := s.relay.Heartbeat(r.Context(), req.AgentID, lease)
 	if err != nil {
 		httperr.From(w, err)
 		return
@@ -332,6 +353,12 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 	if !httperr.DecodeJSON(w, r, s.opt.MaxBody, &env) {
 		return
 	}
+	// Every check before the message is stored: a refused send stores
+	// nothing.
+	wait, ok := s.waitParam(w, r)
+	if !ok {
+		return
+	}
 	m, status, code, msg := s.toMessage(&env)
 	if m == nil {
 		httperr.Write(w, status, code, msg)
@@ -357,9 +384,7 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rc := res.Receipt
-	if wait, ok := s.waitParam(w, r); !ok {
-		return
-	} else if wait > 0 && !rc.Status.Terminal() {
+	if wait > 0 && !rc.Status.Terminal() {
 		ctx, cancel := context.WithTimeout(r.Context(), wait)
 		if got, err := s.relay.WaitReceipt(ctx, m.ID); err == nil {
 			rc = *got
@@ -391,11 +416,10 @@ func (s *Server) waitParam(w http.ResponseWriter, r *http.Request) (time.Duratio
 		httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidField, "wait_ms must be a non-negative integer")
 		return 0, false
 	}
-	d := time.Duration(n) * time.Millisecond
-	if d > s.opt.MaxWait {
-		d = s.opt.MaxWait
+	if n > s.opt.MaxWait.Milliseconds() {
+		return s.opt.MaxWait, true // before multiplying: a huge n must not wrap
 	}
-	return d, true
+	return time.Duration(n) * time.Millisecond, true
 }
 
 func replyOrNull(rc core.Receipt) json.RawMessage {
@@ -421,11 +445,24 @@ func (s *Server) toMessage(env *Envelope) (*core.Message, int, string, string) {
 			return bad(httperr.CodeMissingField, f.name+" is required")
 		}
 	}
+	if !core.ValidAgentID(env.Sender) {
+		return bad(httperr.CodeInvalidField, "sender must be an agent id: 1-128 characters of letters, digits and ._:@-, starting with a letter or digit")
+	}
 	if env.MessageID == "" {
 		env.MessageID = core.NewID()
 	}
-	if len(env.MessageID) > 200 {
-		return bad(httperr.CodeInvalidField, "message_id is longer than 200 characters")
+	corr := ""
+	if env.CorrelationID != nil {
+		corr = *env.CorrelationID
+	}
+	for _, f := range []struct{ name, v string }{{"message_id", env.MessageID}, {"type", env.Type},
+		{"correlation_id", corr}, {"conversation_id", env.ConversationID}} {
+		if msg := checkID(f.name, f.v); msg != "" {
+			return bad(httperr.CodeInvalidField, msg)
+		}
+	}
+	if env.Timestamp < 0 || env.Timestamp > maxTimestamp {
+		return bad(httperr.CodeInvalidField, "timestamp must be Unix seconds between 0 and "+strconv.FormatInt(maxTimestamp, 10))
 	}
 	var ttl time.Duration
 	if env.TTLMs != nil {
@@ -446,6 +483,24 @@ func (s *Server) toMessage(env *Envelope) (*core.Message, int, string, string) {
 		m.CorrelationID = *env.CorrelationID
 	}
 	return m, 0, "", ""
+}
+
+// maxTimestamp is the last second of year 9999, the last a receipt's
+// times can be written with.
+const maxTimestamp = 253402300799
+
+// checkID checks an identifier field of the envelope: at most 200 bytes,
+// no control characters. It returns the error message, or "".
+func checkID(name, v string) string {
+	if len(v) > 200 {
+		return name + " is longer than 200 characters"
+	}
+	for _, c := range v {
+		if unicode.IsControl(c) || c == utf8.RuneError {
+			return name + " must be valid UTF-8 without control characters"
+		}
+	}
+	return ""
 }
 
 // ReceiptView is GET /atp/receipts/{id}.
@@ -574,12 +629,16 @@ func visibility(w http.ResponseWriter, r *http.Request, def time.Duration) (time
 		return def, true
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n <= 0 {
-		httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidField, "visibility_ms must be a positive integer")
+	if err != nil || n <= 0 || n > maxVisibility.Milliseconds() {
+		httperr.Errorf(w, http.StatusBadRequest, httperr.CodeInvalidField, "visibility_ms must be an integer from 1 to %d", maxVisibility.Milliseconds())
 		return 0, false
 	}
 	return time.Duration(n) * time.Millisecond, true
 }
+
+// maxVisibility is the longest a pulled message may stay leased before it
+// is handed out again.
+const maxVisibility = 24 * time.Hour
 
 type ackRequest struct {
 	AgentID    string   `json:"agent_id"`
@@ -595,8 +654,16 @@ func (s *Server) ack(w http.ResponseWriter, r *http.Request) {
 		httperr.Write(w, http.StatusBadRequest, httperr.CodeMissingField, "agent_id is required")
 		return
 	}
+	if req.MessageIDs == nil {
+		httperr.Write(w, http.StatusBadRequest, httperr.CodeMissingField, "message_ids is required")
+		return
+	}
 	if err := auth.ActAs(r.Context(), req.AgentID); err != nil {
 		httperr.From(w, err)
+		return
+	}
+	if _, err := s.relay.Agent(r.Context(), req.AgentID); err != nil {
+		httperr.From(w, fmt.Errorf("agent %q: %w", req.AgentID, err))
 		return
 	}
 	n, err := s.relay.Ack(r.Context(), req.AgentID, req.MessageIDs)

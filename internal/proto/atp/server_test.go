@@ -2,6 +2,7 @@ package atp_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -225,44 +226,104 @@ func TestBadInput(t *testing.T) {
 		mod(m)
 		return m
 	}
+	big := `{"agent_id":"worker","pad":"` + strings.Repeat("x", 5000) + `"}`
 	cases := []struct {
 		name   string
+		method string // POST unless set
 		path   string
 		body   any
 		status int
 		code   string
 	}{
-		{"malformed json", "/atp/send", `{"sender":`, 400, "invalid_json"},
-		{"trailing data", "/atp/send", `{} {}`, 400, "invalid_json"},
-		{"missing sender", "/atp/send", valid(func(m map[string]any) { delete(m, "sender") }), 400, "missing_field"},
-		{"missing type", "/atp/send", valid(func(m map[string]any) { m["type"] = "" }), 400, "missing_field"},
-		{"unknown version", "/atp/send", valid(func(m map[string]any) { m["atp_version"] = "2.0" }), 400, "unsupported_version"},
-		{"zero ttl", "/atp/send", valid(func(m map[string]any) { m["ttl_ms"] = 0 }), 400, "invalid_ttl"},
-		{"negative ttl", "/atp/send", valid(func(m map[string]any) { m["ttl_ms"] = -5 }), 400, "invalid_ttl"},
-		{"absurd ttl", "/atp/send", valid(func(m map[string]any) { m["ttl_ms"] = int64(1e15) }), 400, "invalid_ttl"},
-		{"payload not object", "/atp/send", valid(func(m map[string]any) { m["payload"] = []int{1} }), 400, "invalid_field"},
-		{"oversized", "/atp/send", valid(func(m map[string]any) { m["payload"] = map[string]any{"text": strings.Repeat("x", 5000)} }), 413, "payload_too_large"},
-		{"unknown receiver", "/atp/send", valid(func(m map[string]any) { m["receiver"] = "ghost" }), 404, "unreachable"},
-		{"bad callback scheme", "/atp/register", map[string]any{"agent_id": "z", "callback_url": "ftp://x/y"}, 400, "invalid_callback_url"},
-		{"callback no host", "/atp/register", map[string]any{"agent_id": "z", "callback_url": "http:///y"}, 400, "invalid_callback_url"},
-		{"bad agent id", "/atp/register", map[string]any{"agent_id": "../etc"}, 400, "invalid_field"},
-		{"missing agent id", "/atp/register", map[string]any{}, 400, "missing_field"},
-		{"absurd lease", "/atp/register", map[string]any{"agent_id": "z", "lease_seconds": 10000000}, 400, "invalid_field"},
+		// Every JSON body endpoint: the same answers to a broken body.
+		{"send: malformed json", "", "/atp/send", `{"sender":`, 400, "invalid_json"},
+		{"send: trailing data", "", "/atp/send", `{} {}`, 400, "invalid_json"},
+		{"send: trailing brace", "", "/atp/send", `{"sender":"p"}}`, 400, "invalid_json"},
+		{"send: trailing bracket", "", "/atp/send", `{"sender":"p"}]`, 400, "invalid_json"},
+		{"send: empty body", "", "/atp/send", ``, 400, "invalid_json"},
+		{"send: array body", "", "/atp/send", `[1]`, 400, "invalid_json"},
+		{"register: malformed json", "", "/atp/register", `{"agent_id"`, 400, "invalid_json"},
+		{"register: trailing bracket", "", "/atp/register", `{"agent_id":"z"}]`, 400, "invalid_json"},
+		{"register: empty body", "", "/atp/register", ``, 400, "invalid_json"},
+		{"register: oversized", "", "/atp/register", big, 413, "payload_too_large"},
+		{"heartbeat: malformed json", "", "/atp/heartbeat", `{`, 400, "invalid_json"},
+		{"heartbeat: trailing brace", "", "/atp/heartbeat", `{"agent_id":"worker"}}`, 400, "invalid_json"},
+		{"heartbeat: oversized", "", "/atp/heartbeat", big, 413, "payload_too_large"},
+		{"deregister: malformed json", "", "/atp/deregister", `{`, 400, "invalid_json"},
+		{"deregister: trailing brace", "", "/atp/deregister", `{"agent_id":"worker"}}`, 400, "invalid_json"},
+		{"ack: malformed json", "", "/atp/ack", `{`, 400, "invalid_json"},
+		{"ack: trailing bracket", "", "/atp/ack", `{"agent_id":"worker","message_ids":[]}]`, 400, "invalid_json"},
+		{"ack: oversized", "", "/atp/ack", big, 413, "payload_too_large"},
+		// Fields of the wrong JSON type name the field.
+		{"send: ttl as string", "", "/atp/send", valid(func(m map[string]any) { m["ttl_ms"] = "1000" }), 400, "invalid_field"},
+		{"register: lease as string", "", "/atp/register", map[string]any{"agent_id": "z", "lease_seconds": "60"}, 400, "invalid_field"},
+		{"ack: ids not an array", "", "/atp/ack", map[string]any{"agent_id": "worker", "message_ids": "x"}, 400, "invalid_field"},
+		// Missing fields.
+		{"send: missing sender", "", "/atp/send", valid(func(m map[string]any) { delete(m, "sender") }), 400, "missing_field"},
+		{"send: missing receiver", "", "/atp/send", valid(func(m map[string]any) { delete(m, "receiver") }), 400, "missing_field"},
+		{"send: missing type", "", "/atp/send", valid(func(m map[string]any) { m["type"] = "" }), 400, "missing_field"},
+		{"register: missing agent id", "", "/atp/register", map[string]any{}, 400, "missing_field"},
+		{"register: push without callback", "", "/atp/register", map[string]any{"agent_id": "z", "delivery": "push"}, 400, "missing_field"},
+		{"heartbeat: missing agent id", "", "/atp/heartbeat", map[string]any{}, 400, "missing_field"},
+		{"deregister: missing agent id", "", "/atp/deregister", map[string]any{}, 400, "missing_field"},
+		{"ack: missing agent id", "", "/atp/ack", map[string]any{"message_ids": []string{"x"}}, 400, "missing_field"},
+		{"ack: missing message ids", "", "/atp/ack", map[string]any{"agent_id": "worker"}, 400, "missing_field"},
+		// Values out of range or of the wrong form.
+		{"send: unknown version", "", "/atp/send", valid(func(m map[string]any) { m["atp_version"] = "2.0" }), 400, "unsupported_version"},
+		{"send: zero ttl", "", "/atp/send", valid(func(m map[string]any) { m["ttl_ms"] = 0 }), 400, "invalid_ttl"},
+		{"send: negative ttl", "", "/atp/send", valid(func(m map[string]any) { m["ttl_ms"] = -5 }), 400, "invalid_ttl"},
+		{"send: absurd ttl", "", "/atp/send", valid(func(m map[string]any) { m["ttl_ms"] = int64(1e15) }), 400, "invalid_ttl"},
+		{"send: timestamp past year 9999", "", "/atp/send", valid(func(m map[string]any) { m["timestamp"] = 253402300800 }), 400, "invalid_field"},
+		{"send: negative timestamp", "", "/atp/send", valid(func(m map[string]any) { m["timestamp"] = -1 }), 400, "invalid_field"},
+		{"send: sender not an agent id", "", "/atp/send", valid(func(m map[string]any) { m["sender"] = "../p" }), 400, "invalid_field"},
+		{"send: control character in id", "", "/atp/send", valid(func(m map[string]any) { m["message_id"] = "a\u0000/../b" }), 400, "invalid_field"},
+		{"send: id too long", "", "/atp/send", valid(func(m map[string]any) { m["message_id"] = strings.Repeat("i", 201) }), 400, "invalid_field"},
+		{"send: conversation id too long", "", "/atp/send", valid(func(m map[string]any) { m["conversation_id"] = strings.Repeat("c", 201) }), 400, "invalid_field"},
+		{"send: payload not object", "", "/atp/send", valid(func(m map[string]any) { m["payload"] = []int{1} }), 400, "invalid_field"},
+		{"send: oversized", "", "/atp/send", valid(func(m map[string]any) { m["payload"] = map[string]any{"text": strings.Repeat("x", 5000)} }), 413, "payload_too_large"},
+		{"send: unknown receiver", "", "/atp/send", valid(func(m map[string]any) { m["receiver"] = "ghost" }), 404, "unreachable"},
+		{"send: negative wait", "", "/atp/send?wait_ms=-1", valid(func(m map[string]any) {}), 400, "invalid_field"},
+		{"send: wait not a number", "", "/atp/send?wait_ms=soon", valid(func(m map[string]any) {}), 400, "invalid_field"},
+		{"register: bad callback scheme", "", "/atp/register", map[string]any{"agent_id": "z", "callback_url": "ftp://x/y"}, 400, "invalid_callback_url"},
+		{"register: callback without host", "", "/atp/register", map[string]any{"agent_id": "z", "callback_url": "http:///y"}, 400, "invalid_callback_url"},
+		{"register: bad agent id", "", "/atp/register", map[string]any{"agent_id": "../etc"}, 400, "invalid_field"},
+		{"register: unknown delivery", "", "/atp/register", map[string]any{"agent_id": "z", "delivery": "carrier pigeon"}, 400, "invalid_field"},
+		{"register: absurd lease", "", "/atp/register", map[string]any{"agent_id": "z", "lease_seconds": 10000000}, 400, "invalid_field"},
+		{"register: lease that would overflow", "", "/atp/register", map[string]any{"agent_id": "z", "lease_seconds": int64(36028797018964028)}, 400, "invalid_field"},
+		{"register: negative lease", "", "/atp/register", map[string]any{"agent_id": "z", "lease_seconds": -5}, 400, "invalid_field"},
+		{"heartbeat: lease that would overflow", "", "/atp/heartbeat", map[string]any{"agent_id": "worker", "lease_seconds": int64(36028797018964028)}, 400, "invalid_field"},
+		{"heartbeat: negative lease", "", "/atp/heartbeat", map[string]any{"agent_id": "worker", "lease_seconds": -5}, 400, "invalid_field"},
+		{"pending: zero visibility", "GET", "/atp/pending/worker?ack=manual&visibility_ms=0", nil, 400, "invalid_field"},
+		{"pending: visibility past a day", "GET", "/atp/pending/worker?ack=manual&visibility_ms=36028797018964028", nil, 400, "invalid_field"},
+		// Unknown agents.
+		{"heartbeat: unknown agent", "", "/atp/heartbeat", map[string]any{"agent_id": "ghost"}, 404, "not_found"},
+		{"ack: unknown agent", "", "/atp/ack", map[string]any{"agent_id": "ghost", "message_ids": []string{"x"}}, 404, "not_found"},
+		{"receipt: unknown message", "GET", "/atp/receipts/nope", nil, 404, "not_found"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := call(t, "POST", base+c.path, "", c.body)
-			if r.status != c.status || r.body["error"] != c.code || r.body["status_code"].(float64) != float64(c.status) || r.body["message"] == "" {
-				t.Fatalf("got %d %s, want %d %s", r.status, r.raw, c.status, c.code)
+			method := cmp.Or(c.method, "POST")
+			r := call(t, method, base+c.path, "", c.body)
+			msg, _ := r.body["message"].(string)
+			sc, _ := r.body["status_code"].(float64)
+			if r.status != c.status || r.body["error"] != c.code || sc != float64(c.status) || msg == "" {
+				t.Fatalf("got %d %s, want %d %s with a message", r.status, r.raw, c.status, c.code)
+			}
+			if strings.Contains(msg, "Go ") || strings.Contains(msg, "atp.") {
+				t.Fatalf("the message shows the hub's internals: %q", msg)
 			}
 		})
 	}
-	// Nothing was stored by any refused send or registration.
+	// Nothing was stored by any refused send or registration, and the
+	// worker is as it was.
 	if r := call(t, "GET", base+"/atp/receipts/x", "", nil); r.status != 404 {
 		t.Fatalf("a refused message was stored: %s", r.raw)
 	}
 	if r := call(t, "GET", base+"/atp/agents/z", "", nil); r.status != 404 {
 		t.Fatalf("a refused registration was stored: %s", r.raw)
+	}
+	if r := call(t, "GET", base+"/atp/agents/worker", "", nil); r.status != 200 || r.body["expires_at"].(float64)-r.body["last_seen"].(float64) != 300 {
+		t.Fatalf("refused heartbeats or deregistrations changed the worker: %s", r.raw)
 	}
 }
 

@@ -78,6 +78,9 @@ func FuzzEnvelope(f *testing.F) {
 		`{"protocol":"mamp/1.0","message_id":"m1","from":"agent://hub.test/a","to":"agent://hub.test/b","content":"hi","metadata":{"timestamp":"2026-03-04T10:00:00Z"}}`,
 		`{"protocol":"mamp/1.0","message_id":"m2","conversation_id":"c","from":"agent://x.example/a","to":"agent://hub.test/b","content":[{"type":"code","code":"1"}],"metadata":{"timestamp":"2026-03-04T10:00:00+08:00","trace_id":"t"},"ttl_ms":5000,"callback_url":"http://127.0.0.1:1/cb"}`,
 		`{"protocol":"mamp/2.0"}`, `{"protocol":"mamp/1.0","message_id":"m","from":"agent://h/a","to":"b","content":"x","metadata":{}}`,
+		`{"protocol":"mamp/1.0","message_id":"0","from":"agent://0/0","to":"agent://0/0","content":[{"type":"code","code":""}],"metadata":{"timestamp":"0000-01-01T0:00:00+01:00"}}`,
+		`{"protocol":"mamp/1.0","message_id":"m3","from":"agent://h/a","to":"agent://h/b","content":"x","metadata":{"timestamp":"9999-12-31T23:00:00-05:00"}}`,
+		`{"protocol":"mamp/1.0","message_id":"m4","from":"agent://h/a","to":"agent://h/b","content":"x","metadata":{"timestamp":"0001-01-01T00:00:00Z"}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -91,8 +94,13 @@ func FuzzEnvelope(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if p.fromID == "" || p.toID == "" || len(p.parts) == 0 || p.sentAt.IsZero() {
-			t.Fatalf("accepted envelope without addresses, content or time: %+v", p)
+		if p.fromID == "" || p.toID == "" || len(p.parts) == 0 {
+			t.Fatalf("accepted envelope without addresses or content: %+v", p)
+		}
+		// 0001-01-01T00:00:00Z is a valid timestamp (Go's zero time), so
+		// the check is the range the encoder can render, not IsZero.
+		if y := p.sentAt.UTC().Year(); y < 1 || y > 9999 {
+			t.Fatalf("accepted timestamp %v outside years 1-9999 in UTC", p.sentAt)
 		}
 		if _, err := EncodeContent(p.parts); err != nil {
 			t.Fatalf("accepted content does not encode: %v", err)

@@ -231,6 +231,8 @@ func TestBadInput(t *testing.T) {
 		{"missing metadata", good.set("metadata", nil), 400, "missing_field"},
 		{"missing timestamp", good.set("metadata", map[string]any{}), 400, "missing_field"},
 		{"bad timestamp", good.meta("timestamp", "yesterday"), 400, "invalid_field"},
+		{"timestamp before year 1 in UTC", good.meta("timestamp", "0000-01-01T00:00:00+01:00"), 400, "invalid_field"},
+		{"timestamp after year 9999 in UTC", good.meta("timestamp", "9999-12-31T23:00:00-05:00"), 400, "invalid_field"},
 		{"bad trace id", good.meta("trace_id", 7), 400, "invalid_field"},
 		{"bad ttl", good.set("ttl_ms", -5), 400, "invalid_ttl"},
 		{"bad callback", good.set("callback_url", "ftp://x/y"), 400, "invalid_callback_url"},
@@ -263,6 +265,38 @@ func TestBadInput(t *testing.T) {
 	_, out := c.do("POST", "/mamp/v1/messages", good.set("conversation_id", "conv-xxx"))
 	if out["message"] != "Conversation conv-xxx not found" {
 		t.Fatalf("message = %q", out["message"])
+	}
+}
+
+// TestTimestampRange checks that the first and last instants of years
+// 0001 and 9999 in UTC are accepted, stored and rendered back.
+func TestTimestampRange(t *testing.T) {
+	h, c, uri := start(t, hub.Options{Dev: true})
+	register(c, "alice", "", nil)
+	bob := newInbox(t)
+	register(c, "bob", bob.URL, nil)
+	tests := []struct {
+		name, id, ts string
+	}{
+		{"first instant", "ts-first", "0001-01-01T00:00:00Z"},
+		{"last second", "ts-last", "9999-12-31T23:59:59Z"},
+		{"last second with offset", "ts-last-offset", "9999-12-31T18:59:59.5-05:00"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c.must("POST", "/mamp/v1/messages", msg(tt.id, uri("alice"), uri("bob"), "edge").meta("timestamp", tt.ts))
+			if _, err := h.Store.GetMessage(context.Background(), tt.id); err != nil {
+				t.Fatalf("accepted message not stored: %v", err)
+			}
+			got := bob.next(t)
+			if got.MessageID != tt.id {
+				t.Fatalf("delivered %s, want %s", got.MessageID, tt.id)
+			}
+			ts, _ := got.Metadata["timestamp"].(string)
+			if _, err := time.Parse(time.RFC3339Nano, ts); err != nil {
+				t.Fatalf("rendered timestamp %q does not parse: %v", ts, err)
+			}
+		})
 	}
 }
 

@@ -248,8 +248,8 @@ func (s *Server) parse(env *Envelope) (*parsed, error) {
 	if !ok || ts == "" {
 		return bad(httperr.CodeMissingField, "metadata.timestamp is required (an RFC 3339 time)")
 	}
-	if p.sentAt, err = time.Parse(time.RFC3339Nano, ts); err != nil {
-		return bad(httperr.CodeInvalidField, "metadata.timestamp %q is not an RFC 3339 time", trunc(ts))
+	if p.sentAt, err = parseTime("metadata.timestamp", ts); err != nil {
+		return nil, err
 	}
 	p.meta = map[string]any{}
 	for k, v := range env.Metadata {
@@ -292,6 +292,21 @@ func (s *Server) parse(env *Envelope) (*parsed, error) {
 		return nil, contentError(err)
 	}
 	return p, nil
+}
+
+// parseTime parses the RFC 3339 time v of field name. It also refuses
+// times whose UTC form falls outside years 1 to 9999 (say 0000-01-01 at
+// +01:00): the hub renders times in UTC, and such a time would be stored
+// but its rendering refused, here or by JSON encoding.
+func parseTime(name, v string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, fail(http.StatusBadRequest, httperr.CodeInvalidField, "%s %q is not an RFC 3339 time", name, trunc(v))
+	}
+	if y := t.UTC().Year(); y < 1 || y > 9999 {
+		return time.Time{}, fail(http.StatusBadRequest, httperr.CodeInvalidField, "%s %q is out of range: in UTC it must fall in years 0001 to 9999", name, trunc(v))
+	}
+	return t, nil
 }
 
 func checkID(name, v string) error {

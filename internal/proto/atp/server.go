@@ -164,6 +164,9 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	var token string
 	if created && s.opt.Issuer != nil {
 		if token, err = s.opt.Issuer.Issue(r.Context(), a.ID); err != nil {
+			// Without its credential nobody could register the id again:
+			// undo the registration (best effort; the answer is the error).
+			_ = s.relay.Deregister(context.WithoutCancel(r.Context()), a.ID)
 			httperr.From(w, err)
 			return
 		}

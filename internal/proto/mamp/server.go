@@ -644,6 +644,9 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	if created && s.opt.Issuer != nil {
 		// Issued only once the registration stands, and only to its creator.
 		if token, err = s.opt.Issuer.Issue(r.Context(), id); err != nil {
+			// Without its credential nobody could register the id again:
+			// undo the registration (best effort; the answer is the error).
+			_ = s.relay.Deregister(context.WithoutCancel(r.Context()), id)
 			writeErr(w, err)
 			return
 		}

@@ -74,3 +74,63 @@ func authenticated(a *auth.Authenticator, next http.Handler) http.Handler {
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
+
+// unrouted answers requests no route of mux matches with the hub's JSON
+// error (404 not_found, or 405 method_not_allowed keeping the Allow header
+// the mux computes) instead of ServeMux's plain text. Everything else of
+// the mux is kept: a matched request goes to mux.ServeHTTP as before (the
+// only added cost is the route lookup of mux.Handler), and the mux's own
+// redirects (unclean paths, trailing slashes) pass through unchanged.
+func unrouted(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if pattern != "" || r.RequestURI == "*" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		// No pattern: h is the mux's 404, 405 or redirect handler, none of
+		// which reads path values, so it can run without the mux.
+		h.ServeHTTP(&unroutedWriter{ResponseWriter: w, r: r}, r)
+	})
+}
+
+// unroutedWriter turns the mux's plain-text 404 and 405 into JSON errors
+// and drops their text; any other answer passes through.
+type unroutedWriter struct {
+	http.ResponseWriter
+	r       *http.Request
+	discard bool
+}
+
+func (u *unroutedWriter) WriteHeader(code int) {
+	switch code {
+	case http.StatusNotFound:
+		u.discard = true
+		httperr.Write(u.ResponseWriter, code, httperr.CodeNotFound, "no route for "+u.r.Method+" "+u.r.URL.Path)
+	case http.StatusMethodNotAllowed:
+		u.discard = true
+		httperr.Write(u.ResponseWriter, code, httperr.CodeMethodNotAllowed,
+			"method "+u.r.Method+" not allowed for "+u.r.URL.Path+" (allowed: "+u.Header().Get("Allow")+")")
+	default:
+		u.ResponseWriter.WriteHeader(code)
+	}
+}
+
+func (u *unroutedWriter) Write(b []byte) (int, error) {
+	if u.discard {
+		return len(b), nil
+	}
+	return u.ResponseWriter.Write(b)
+}
+
+// members lets only a caller with a credential (any agent's, or the admin
+// token) through when auth is on; an anonymous one gets 401.
+func members(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := auth.Member(r.Context()); err != nil {
+			httperr.From(w, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

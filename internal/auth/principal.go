@@ -82,12 +82,12 @@ func MayRegister(ctx context.Context, exists bool, agentID string) error {
 }
 
 // Member checks that the request proved some identity (an agent's
-// credential or the admin token), or that auth is off: discovery is for
-// the hub's own agents, not for anonymous callers.
+// credential or the admin token), or that auth is off: agent listings and
+// AMP ticks are for the hub's own agents, not for anonymous callers.
 func Member(ctx context.Context) error {
 	p := From(ctx)
 	if p.Dev || p.Authenticated() {
 		return nil
 	}
-	return fmt.Errorf("listing agents needs a credential: %w", ErrUnauthenticated)
+	return fmt.Errorf("this needs a credential, any agent's or the admin token: %w", ErrUnauthenticated)
 }

@@ -184,7 +184,9 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	h.AMP = amp.New(&ampstore.Store{Records: st, Clock: clock})
 	ampHandler := ampapi.New(h.AMP)
 	h.Mux.Handle("GET /v4/amp", ampHandler)
-	h.Mux.Handle("POST /v4/tick", ampHandler)
+	// A tick writes the session's state: with auth on it needs a
+	// credential, like every other write.
+	h.Mux.Handle("POST /v4/tick", members(ampHandler))
 	mcpSrv := mcpadapter.New(relay, mcpadapter.Options{Version: opt.Version, Logger: log, AMP: h.AMP, MaxBody: opt.MaxBody})
 	mcpSrv.Mount(h.Mux)
 	go mcpSrv.Watch(ctx)
@@ -204,7 +206,7 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 		limit = 1000
 	}
 	limiter := ratelimit.New(limit, opt.RateBurst)
-	h.Handler = authenticated(authn, rateLimited(limiter, secureHeaders(h.Mux, opt.TLSCert != "")))
+	h.Handler = authenticated(authn, rateLimited(limiter, secureHeaders(unrouted(h.Mux), opt.TLSCert != "")))
 	h.Handler = tracing.Middleware(h.Handler)
 	return h, nil
 }

@@ -543,6 +543,19 @@ func attacks() []attack {
 				t.Fatalf("hub card with a token: %d %s", hub.status, hub.raw)
 			}
 		}},
+		{proto: "amp", name: "anonymous tick", run: func(t *testing.T, f *fixture) {
+			tick := map[string]any{"session_id": "amp-anon", "event": "PostToolUse", "tool_name": "Bash", "success": false}
+			expect(t, f.do("POST", "/v4/tick", "", tick), 401, "unauthorized")
+			if r := f.do("GET", "/v4/amp", "", nil); r.status != 200 {
+				t.Fatalf("the AMP spec is public: %d %s", r.status, r.raw)
+			}
+		}},
+		{proto: "amp", name: "tick with a credential", stores: true, run: func(t *testing.T, f *fixture) {
+			tick := map[string]any{"session_id": "amp-carol", "event": "PostToolUse", "tool_name": "Bash", "success": false}
+			if r := f.do("POST", "/v4/tick", f.tok["carol"], tick); r.status != 200 {
+				t.Fatalf("tick with an agent's token: %d %s", r.status, r.raw)
+			}
+		}},
 		{proto: "a2a", name: "wrong token", run: func(t *testing.T, f *fixture) {
 			expect(t, f.a2aCall("bob", randomToken(), "SendMessage", a2aSend("a2a-wrong", "", nil)), 401, "unauthorized")
 		}},

@@ -87,6 +87,7 @@ func TestCLIAgainstHub(t *testing.T) {
 		{"dlq replay, not a dead letter", []string{"dlq", "replay", "c1"}, "", exitFailure, "409"},
 		{"dlq list help has only list's flags", []string{"dlq", "list", "--help"}, "", exitOK, "-receiver"},
 		{"help for an unknown command", []string{"help", "frobnicate"}, "", exitUsage, `unknown command "frobnicate"`},
+		{"serve, delivery timeout too near the claim lease", []string{"serve", "--dev", "--deliver-timeout", "28s", "--claim-lease", "30s"}, "", exitUsage, "must be at most nine tenths of --claim-lease"},
 		{"send, id another sender used", []string{"send", "--from", "sleeper", "--to", "worker", "--text", "hi", "--id", "c1"}, "", exitFailure, "409"},
 	}
 	for _, c := range cases {

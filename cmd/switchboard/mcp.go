@@ -66,7 +66,7 @@ func runMCP(ctx context.Context, args []string, s stdio) int {
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
-		fmt.Fprintf(s.err, "mcp: bad -log-level: %v\n", err)
+		fmt.Fprintf(s.err, "mcp: bad --log-level: %v\n", err)
 		return exitUsage
 	}
 	log := slog.New(slog.NewJSONHandler(s.err, &slog.HandlerOptions{Level: lvl}))

@@ -33,7 +33,7 @@ func runServe(ctx context.Context, args []string, s stdio) int {
 	fs.DurationVar(&o.Relay.Retention, "retention", 24*time.Hour, "how long receipts of finished messages are kept")
 	fs.DurationVar(&o.Relay.DeliverTimout, "deliver-timeout", 10*time.Second, "how long one delivery attempt may take before it counts as failed and is retried")
 	fs.IntVar(&o.Relay.MaxQueue, "max-queue", 100000, "queued messages per receiver before sends are refused with 429 (-1: no limit)")
-	fs.DurationVar(&o.Relay.ClaimLease, "claim-lease", 30*time.Second, "how long an instance owns the delivery lanes it claimed; another instance takes over a crashed one's lanes after it")
+	fs.DurationVar(&o.Relay.ClaimLease, "claim-lease", 30*time.Second, "how long an instance owns the delivery lanes it claimed (renewed as it delivers; at least 10/9 of --deliver-timeout); another instance takes over a crashed one's lanes after it")
 	fs.StringVar(&o.Sync, "sync", "full", "embedded store durability: full (fsync every commit: survives power loss) or normal (survives kill -9 of the hub, not a machine crash; faster)")
 	fs.BoolVar(&o.NoSync, "no-sync", false, "do not fsync the embedded store (benchmarks only: a crash can lose accepted messages)")
 	fs.BoolVar(&o.Callbacks.AllowLoopback, "allow-loopback-callbacks", false, "let the hub call loopback addresses (on by default with --dev)")
@@ -58,7 +58,14 @@ func runServe(ctx context.Context, args []string, s stdio) int {
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
-		fmt.Fprintf(s.err, "serve: bad -log-level: %v\n", err)
+		fmt.Fprintf(s.err, "serve: bad --log-level: %v\n", err)
+		return exitUsage
+	}
+	// A lane's claim must outlast one delivery attempt with room to spare
+	// (core: an attempt is started only if it ends within nine tenths of
+	// the claim), or a slow receiver's lane could be claimed twice.
+	if d, l := o.Relay.DeliverTimout, o.Relay.ClaimLease; d > 0 && l > 0 && d > l-l/10 {
+		fmt.Fprintf(s.err, "serve: --deliver-timeout %v must be at most nine tenths of --claim-lease %v\n", d, l)
 		return exitUsage
 	}
 	log := slog.New(slog.NewJSONHandler(s.err, &slog.HandlerOptions{Level: lvl}))

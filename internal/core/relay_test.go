@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -665,5 +666,45 @@ func TestTraceParentFromContext(t *testing.T) {
 	got, err := f.store.GetMessage(f.ctx, "t1")
 	if err != nil || got.TraceParent != tp {
 		t.Fatalf("stored traceparent %q, %v", got.TraceParent, err)
+	}
+}
+
+// TestLaneAttemptsStayWithinTheClaim: a slow receiver (8 s an answer, on
+// the fake clock) gets a batch of 32 claimed for 30 s. No attempt may run
+// past the claim: whenever an attempt ends, another owner trying to claim
+// the lane must get nothing, or the lane could be delivered twice and out
+// of order. Every message is still delivered once, in order, through
+// renewals.
+func TestLaneAttemptsStayWithinTheClaim(t *testing.T) {
+	f := newFixture(t, core.Config{ClaimLease: 30 * time.Second, DeliverTimout: 10 * time.Second})
+	// The worker stays registered for the whole slow run.
+	if _, _, err := f.relay.Register(f.ctx, &core.Agent{ID: "worker", Endpoint: core.Endpoint{Kind: kindTest, URL: "http://x"}}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	var stolen []string
+	f.d.answer = func(m *core.Message, n int) core.Delivery {
+		f.clock.Advance(8 * time.Second)
+		now := f.clock.Now()
+		cs, err := f.store.Claim(f.ctx, now, now.Add(30*time.Second), "another-instance", 10, 32)
+		if err != nil {
+			t.Errorf("claim: %v", err)
+		}
+		if len(cs) > 0 {
+			stolen = append(stolen, m.ID)
+		}
+		return core.Delivery{Kind: core.OutcomeDelivered, Code: 200}
+	}
+	var want []string
+	for i := range 10 {
+		id := fmt.Sprintf("m%02d", i)
+		f.send(t, id, time.Hour)
+		want = append(want, id)
+	}
+	f.tick(t)
+	if len(stolen) > 0 {
+		t.Fatalf("the lane was claimed by another owner while attempts ran (after %v)", stolen)
+	}
+	if got := f.d.delivered(); !slices.Equal(got, want) {
+		t.Fatalf("delivered %v, want each once in order %v", got, want)
 	}
 }

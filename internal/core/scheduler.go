@@ -160,8 +160,17 @@ func (r *Relay) attemptLane(ctx context.Context, c LaneClaim) LaneResult {
 		}
 	}
 	if d != nil {
-		for _, m := range c.Messages {
+		// The claim lasts ClaimLease from about now: an attempt that could
+		// outlast it is left for the next claim or renewal, or the lane
+		// could be claimed again meanwhile (by another instance, or this
+		// one) and delivered twice and out of order. The first attempt
+		// always runs (Config keeps DeliverTimout under ClaimLease).
+		leaseEnd := now.Add(r.cfg.ClaimLease - r.cfg.ClaimLease/10)
+		for i, m := range c.Messages {
 			now = r.clock.Now()
+			if i > 0 && now.Add(min(r.cfg.DeliverTimout, m.ExpiresAt.Sub(now))).After(leaseEnd) {
+				break // the rest stay queued, behind nothing: next round
+			}
 			if !now.Before(m.ExpiresAt) {
 				res.Outcomes = append(res.Outcomes, Outcome{MessageID: m.ID, Kind: OutcomeTimeout, At: now, Detail: "ttl passed before delivery"})
 				continue

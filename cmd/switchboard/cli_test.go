@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
 	"github.com/switchboard-hub/switchboard/internal/proctest"
@@ -292,5 +293,44 @@ func TestTailEndsWhenTheHubGoes(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("tail did not end when the hub went away")
+	}
+}
+
+// TestSendTakesTheHubsDefaultTTL: without --ttl the hub's --default-ttl
+// applies (the CLI used to send a TTL of its own, 1 minute, always).
+func TestSendTakesTheHubsDefaultTTL(t *testing.T) {
+	h, base := hubtest.Start(t, hub.Options{Relay: core.Config{DefaultTTL: 5 * time.Minute}})
+	t.Setenv("SWITCHBOARD_HUB", base)
+	t.Setenv("SWITCHBOARD_TOKEN", h.AdminToken)
+	req, _ := http.NewRequest("POST", base+"/atp/register", strings.NewReader(`{"agent_id":"sleeper"}`))
+	req.Header.Set("Authorization", "Bearer "+h.AdminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("register: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	for _, c := range []struct {
+		args []string
+		ttl  time.Duration
+	}{
+		{[]string{"--id", "t-default"}, 5 * time.Minute},
+		{[]string{"--id", "t-own", "--ttl", "90s"}, 90 * time.Second},
+	} {
+		start := time.Now()
+		args := append([]string{"send", "--from", "planner", "--to", "sleeper", "--text", "hi"}, c.args...)
+		if code, _, errOut := run(t, "", args...); code != exitOK {
+			t.Fatalf("%v: exit %d %s", args, code, errOut)
+		}
+		_, out, _ := run(t, "", "receipts", c.args[1], "--json")
+		var rc struct {
+			ExpiresAt float64 `json:"expires_at"`
+		}
+		if err := json.Unmarshal([]byte(out), &rc); err != nil {
+			t.Fatalf("receipt: %v %s", err, out)
+		}
+		got := time.UnixMicro(int64(rc.ExpiresAt * 1e6)).Sub(start)
+		if got < c.ttl-5*time.Second || got > c.ttl+5*time.Second {
+			t.Fatalf("%v: expires %v after the send, want about %v", args, got, c.ttl)
+		}
 	}
 }

@@ -156,7 +156,7 @@ Exit codes: 0 ok, 1 failed (also: the message id is another sender's),
 	var images, files multiFlag
 	fs.Var(&images, "image", "attach an image file (its media type is taken from its bytes); repeatable")
 	fs.Var(&files, "file", "attach a file (media type from its extension, checked against its bytes); repeatable")
-	ttl := fs.Duration("ttl", time.Minute, "time to live")
+	ttl := fs.Duration("ttl", 0, "time to live (default: the hub's --default-ttl, 1m unless set)")
 	wait := fs.Duration("wait", 0, "wait up to this long for a terminal status")
 	retries := fs.Int("retries", client.DefaultRetries, "times to try again after a failure that may pass (0: none)")
 	if _, code, ok := parseArgs(fs, args, 0); !ok {

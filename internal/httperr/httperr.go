@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"strings"
 
 	"github.com/switchboard-hub/switchboard/internal/auth"
 	"github.com/switchboard-hub/switchboard/internal/core"
@@ -97,7 +98,7 @@ func Classify(err error) (int, string) {
 // client.
 func From(w http.ResponseWriter, err error) {
 	status, code := Classify(err)
-	msg := err.Error()
+	msg := Text(err)
 	if status == http.StatusInsufficientStorage {
 		msg = "the hub's store is full; nothing was stored, retry later"
 	}
@@ -105,6 +106,16 @@ func From(w http.ResponseWriter, err error) {
 		msg = "internal error"
 	}
 	Write(w, status, code, msg)
+}
+
+// Text is err's message for a client: without the ": invalid" that
+// wrapping core.ErrInvalid leaves at its end (the error code says it).
+func Text(err error) string {
+	msg := err.Error()
+	if errors.Is(err, core.ErrInvalid) {
+		msg = strings.TrimSuffix(msg, ": "+core.ErrInvalid.Error())
+	}
+	return msg
 }
 
 // DecodeJSON reads a JSON body of at most max bytes into v, writing the

@@ -477,7 +477,7 @@ func (s *Server) toMessage(env *Envelope) (*core.Message, int, string, string) {
 	}
 	parts, err := PayloadToParts(env.Payload)
 	if err != nil {
-		return bad(httperr.CodeInvalidField, err.Error())
+		return bad(httperr.CodeInvalidField, httperr.Text(err))
 	}
 	m := &core.Message{ID: env.MessageID, Sender: env.Sender, Receiver: env.Receiver, Type: env.Type,
 		ConversationID: env.ConversationID, Parts: parts, Metadata: env.Metadata, Protocol: "atp", TTL: ttl,

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -134,6 +135,11 @@ func CheckForm(field, raw string) error {
 		return fmt.Errorf("%s must name a host", field)
 	case u.User != nil:
 		return fmt.Errorf("%s must not carry credentials", field)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%s has port %s: want 1 to 65535", field, p)
+		}
 	}
 	return nil
 }

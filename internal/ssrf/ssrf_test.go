@@ -117,6 +117,9 @@ func TestCheckForm(t *testing.T) {
 		"http:///nohost":               false,
 		"http://user:pw@agent.example": false,
 		"::not a url":                  false,
+		"http://agent.example:65535/":  true,
+		"http://agent.example:99999/":  false,
+		"http://agent.example:0/":      false,
 	}
 	for raw, ok := range cases {
 		if err := CheckForm("callback_url", raw); (err == nil) != ok {

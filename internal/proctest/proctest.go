@@ -172,6 +172,24 @@ func StartHub(t testing.TB, addr string, args ...string) *Proc {
 	t.Helper()
 	all := append([]string{"serve", "--addr", addr}, args...)
 	p := Start(t, t.TempDir(), nil, Binary(t), all...)
-	WaitHTTP(t, "http://"+addr+"/readyz", 20*time.Second)
-	return p
+	url := "http://" + addr + "/readyz"
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return p
+			}
+		}
+		select {
+		case <-p.done:
+			// It will never answer: say why.
+			t.Fatalf("switchboard %v exited before it was ready:\n%s", all, p.Out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not answer within 20s; output so far:\n%s", url, p.Out.String())
+		}
+	}
 }

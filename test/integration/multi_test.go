@@ -122,7 +122,7 @@ func (s *seen) snapshot() map[string]int {
 // the receivers before their deduplication.
 func TestThreeHubsOnPostgres(t *testing.T) {
 	db := postgresDB(t)
-	procs, bases := startHubs(t, 3, db, "--claim-lease", "2s")
+	procs, bases := startHubs(t, 3, db, "--claim-lease", "2s", "--deliver-timeout", "1s")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	clients := make([]*client.Client, len(bases))

@@ -128,10 +128,14 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, max int64, v any) bool {
 	dec := json.NewDecoder(r.Body)
 	err := dec.Decode(v)
 	if err == nil {
-		err = onlySpace(io.MultiReader(dec.Buffered(), r.Body))
-	}
-	if err == nil {
-		return true
+		// Only white space may follow: the next token must be the end.
+		// (A stray } or ] is an error here, which More would not report.)
+		switch _, err = dec.Token(); {
+		case err == io.EOF:
+			return true
+		case err == nil || !errors.As(err, new(*http.MaxBytesError)):
+			err = errTrailing
+		}
 	}
 	var (
 		mbe *http.MaxBytesError
@@ -157,26 +161,6 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, max int64, v any) bool {
 }
 
 var errTrailing = errors.New("trailing data")
-
-// onlySpace reads r to its end and reports errTrailing if it holds
-// anything but JSON white space (or the read's own error).
-func onlySpace(r io.Reader) error {
-	var buf [64]byte
-	for {
-		n, err := r.Read(buf[:])
-		for _, c := range buf[:n] {
-			if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
-				return errTrailing
-			}
-		}
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-	}
-}
 
 // jsonKind names the JSON type that decodes into t.
 func jsonKind(t reflect.Type) string {

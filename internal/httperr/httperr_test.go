@@ -65,3 +65,35 @@ func TestDecodeJSON(t *testing.T) {
 		})
 	}
 }
+
+// FuzzDecodeJSON: DecodeJSON accepts a body exactly when encoding/json
+// accepts it as one object of the target type (white space around it
+// allowed), and otherwise answers a typed JSON error.
+func FuzzDecodeJSON(f *testing.F) {
+	for _, s := range []string{`{"n":1}`, ` {"name":"a"} `, `{"n":1}}`, `{"n":1}]`, `[]`, ``, `{"tags":"x"}`, `{"n":1} x`, `null`} {
+		f.Add([]byte(s))
+	}
+	type body struct {
+		Name string   `json:"name"`
+		N    int      `json:"n"`
+		Tags []string `json:"tags"`
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(string(in)))
+		var got body
+		ok := DecodeJSON(w, r, 1<<16, &got)
+		var want body
+		wantOK := json.Unmarshal(in, &want) == nil
+		if ok != wantOK {
+			t.Fatalf("DecodeJSON ok=%v, json.Unmarshal ok=%v for %q (%s)", ok, wantOK, in, w.Body)
+		}
+		if ok {
+			return
+		}
+		var e Body
+		if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.StatusCode != w.Code || e.Error == "" || e.Message == "" {
+			t.Fatalf("refusal is not a typed JSON error: %d %q", w.Code, w.Body)
+		}
+	})
+}

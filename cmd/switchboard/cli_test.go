@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -99,8 +100,30 @@ func TestCLIAgainstHub(t *testing.T) {
 			}
 		})
 	}
+	// The receipt's history prints in columns: time, status (padded to the
+	// longest status, "unreachable"), detail.
+	_, out, _ := run(t, "", "receipts", "c1")
+	histLine := regexp.MustCompile(`^  \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z  ([a-z]+)(?: +(\S.*))?$`)
+	const detailCol = 2 + len(historyTime) + 2 + len("unreachable") + 2
+	var events, details int
+	for _, line := range strings.Split(out, "\n") {
+		m := histLine.FindStringSubmatchIndex(line)
+		if m == nil {
+			continue
+		}
+		events++
+		if m[4] >= 0 {
+			details++
+			if m[4] != detailCol {
+				t.Fatalf("detail at column %d, want %d:\n%s", m[4], detailCol, out)
+			}
+		}
+	}
+	if events < 2 || details < 1 {
+		t.Fatalf("receipt history: %d events, %d with a detail, want 2 and 1:\n%s", events, details, out)
+	}
 	// Replaying the rejected dead letter re-queues it.
-	_, out, _ := run(t, "", "dlq", "list", "--json")
+	_, out, _ = run(t, "", "dlq", "list", "--json")
 	var list []map[string]any
 	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) != 1 {
 		t.Fatalf("dlq list --json: %v %s", err, out)

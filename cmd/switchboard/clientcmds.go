@@ -256,6 +256,10 @@ Exit codes: 0 ok, 1 failed (also: the message id is another sender's),
 	return exitFailure
 }
 
+// historyTime prints a receipt event's time at a fixed width (microseconds,
+// UTC), so that the history's columns line up.
+const historyTime = "2006-01-02T15:04:05.000000Z"
+
 func runReceipts(ctx context.Context, args []string, s stdio) int {
 	fs := newFlagSet("receipts", "Usage: switchboard receipts [flags] MESSAGE_ID\n\nShows a message's receipt: status, attempts, history.\nExit codes: 0 found, 2 usage (or a token not allowed to read it), 3 unknown message, 4 hub unreachable.", s)
 	var h hubFlags
@@ -280,7 +284,8 @@ func runReceipts(ctx context.Context, args []string, s stdio) int {
 		fmt.Fprintf(s.out, "reply     %s\n", rc.Receipt)
 	}
 	for _, e := range rc.History {
-		fmt.Fprintf(s.out, "  %s  %-9s %s\n", e.At.Format(time.RFC3339Nano), e.Status, e.Detail)
+		line := fmt.Sprintf("  %s  %-11s  %s", e.At.UTC().Format(historyTime), e.Status, e.Detail)
+		fmt.Fprintln(s.out, strings.TrimRight(line, " "))
 	}
 	return exitOK
 }

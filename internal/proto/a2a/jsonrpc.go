@@ -93,7 +93,7 @@ func toRPCError(err error) *RPCError {
 		return rpcErr(CodeUnsupportedOperation, "%v", err)
 	case errors.Is(err, core.ErrContentType):
 		return rpcErr(CodeContentTypeUnsupported, "%v", err)
-	case errors.Is(err, core.ErrTooLarge), errors.Is(err, core.ErrInvalid):
+	case errors.Is(err, core.ErrTooLarge), errors.Is(err, core.ErrInvalid), errors.Is(err, core.ErrIDConflict):
 		return rpcErr(CodeInvalidParams, "%v", err)
 	case errors.Is(err, core.ErrUnknownReceiver), errors.Is(err, core.ErrNotFound):
 		return rpcErr(CodeInvalidParams, "%v", err)

@@ -3,6 +3,7 @@ package a2a
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -200,5 +201,30 @@ func TestDiff(t *testing.T) {
 	}
 	if len(Diff(cur, cur)) != 0 {
 		t.Error("no change gave events")
+	}
+}
+
+func TestToRPCError(t *testing.T) {
+	cases := []struct {
+		err  error
+		code int
+	}{
+		{fmt.Errorf("x: %w", ErrTaskNotFound), CodeTaskNotFound},
+		{fmt.Errorf("x: %w", core.ErrInvalid), CodeInvalidParams},
+		{fmt.Errorf("x: %w", core.ErrTooLarge), CodeInvalidParams},
+		{fmt.Errorf("x: %w", core.ErrIDConflict), CodeInvalidParams},
+		{fmt.Errorf("x: %w", core.ErrUnknownReceiver), CodeInvalidParams},
+		{fmt.Errorf("x: %w", core.ErrContentType), CodeContentTypeUnsupported},
+		{fmt.Errorf("x: %w", core.ErrQueueFull), CodeInternal},
+		{errors.New("disk on fire"), CodeInternal},
+	}
+	for _, c := range cases {
+		got := toRPCError(c.err)
+		if got.Code != c.code {
+			t.Errorf("%v: code %d, want %d", c.err, got.Code, c.code)
+		}
+		if c.code == CodeInternal && c.err.Error() == "disk on fire" && got.Message != "internal error" {
+			t.Errorf("an unexpected error's text leaked: %q", got.Message)
+		}
 	}
 }

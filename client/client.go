@@ -311,10 +311,12 @@ type SendResult struct {
 	MessageID string `json:"message_id"`
 	// Receipt is the receiver's reply once delivered (JSON null before).
 	Receipt json.RawMessage `json:"receipt"`
-	// Duplicate is true when the hub already had a message with this id:
-	// sent before by the caller, or, when Attempts is over 1, by an earlier
-	// attempt of this Send whose answer was lost. Either way the message is
-	// stored once.
+	// Duplicate is true when the hub already had this message (same id,
+	// sender, receiver and content): sent before by the caller, or, when
+	// Attempts is over 1, by an earlier attempt of this Send whose answer
+	// was lost. Either way the message is stored once. The id reused for
+	// another receiver or other content is refused (409
+	// message_id_conflict).
 	Duplicate bool `json:"duplicate"`
 	// Attempts is how many requests this Send made (1 unless it retried).
 	Attempts int `json:"-"`

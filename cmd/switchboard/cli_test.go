@@ -90,6 +90,7 @@ func TestCLIAgainstHub(t *testing.T) {
 		{"dlq list help has only list's flags", []string{"dlq", "list", "--help"}, "", exitOK, "-receiver"},
 		{"help for an unknown command", []string{"help", "frobnicate"}, "", exitUsage, `unknown command "frobnicate"`},
 		{"serve, delivery timeout too near the claim lease", []string{"serve", "--dev", "--deliver-timeout", "28s", "--claim-lease", "30s"}, "", exitUsage, "must be at most nine tenths of --claim-lease"},
+		{"send, id reused for other content", []string{"send", "--from", "planner", "--to", "worker", "--text", "other", "--id", "c1"}, "", exitFailure, "other content"},
 		{"send, id another sender used", []string{"send", "--from", "sleeper", "--to", "worker", "--text", "hi", "--id", "c1"}, "", exitFailure, "409"},
 	}
 	for _, c := range cases {

@@ -373,7 +373,10 @@ type SendResult struct {
 // Send accepts a message: when it returns without error the message is
 // durable and will end in exactly one terminal status. m.ID, Sender and
 // Receiver must be set; ReceivedAt and ExpiresAt are set here from the hub's
-// clock.
+// clock. A message whose id was accepted before is a retry when it comes
+// from the same sender to the same receiver with the same content
+// (SameContent): it gets the first outcome with Duplicate set and is not
+// routed again; otherwise the error is ErrIDConflict.
 func (r *Relay) Send(ctx context.Context, m *Message) (SendResult, error) {
 	if m.ID == "" || len(m.ID) > 200 {
 		return SendResult{}, fmt.Errorf("message_id must be 1..200 characters: %w", ErrInvalid)
@@ -398,6 +401,9 @@ func (r *Relay) Send(ctx context.Context, m *Message) (SendResult, error) {
 		// A repeated id whose first send was accepted still answers with
 		// the first outcome, even if the receiver has since gone.
 		if rc, err2 := r.store.GetReceipt(ctx, m.ID); err2 == nil && rc.Sender == m.Sender && rc.Receiver == m.Receiver {
+			if err := r.sameContent(ctx, m); err != nil {
+				return SendResult{}, err
+			}
 			return SendResult{Receipt: *rc, Duplicate: true}, nil
 		}
 		return SendResult{}, fmt.Errorf("receiver %q: %w", m.Receiver, ErrUnknownReceiver)
@@ -427,6 +433,9 @@ func (r *Relay) Send(ctx context.Context, m *Message) (SendResult, error) {
 		return SendResult{}, err
 	}
 	if res.Duplicate {
+		if err := r.sameContent(ctx, m); err != nil {
+			return SendResult{}, err
+		}
 		return SendResult{Receipt: res.Receipt, Duplicate: true}, nil
 	}
 	r.events.Publish(Event{Type: EventAccepted, At: now, MessageID: m.ID, Sender: m.Sender, Receiver: m.Receiver,
@@ -477,6 +486,28 @@ func (r *Relay) accept(ctx context.Context, m *Message, rc *Receipt, now time.Ti
 	}
 	res, err := r.store.Accept(ctx, m, rc, limit)
 	return res, nil, err
+}
+
+// sameContent checks that m, whose id was already accepted from the same
+// sender for the same receiver, repeats that message: a retry answers the
+// first outcome, but an id reused for other content is ErrIDConflict,
+// since answering "duplicate" would let the sender believe a message the
+// hub never took was sent. Content is the type, the correlation id and the
+// parts, compared as JSON values (key order and number spelling do not
+// matter); conversation ids, metadata, TTL and timestamps may differ
+// between attempts. A first message purged since counts as the same.
+func (r *Relay) sameContent(ctx context.Context, m *Message) error {
+	first, err := r.store.GetMessage(ctx, m.ID)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read message %q: %w", m.ID, err)
+	}
+	if !SameContent(first, m) {
+		return fmt.Errorf("message %q was sent before with other content (a retry must repeat the message): %w", m.ID, ErrIDConflict)
+	}
+	return nil
 }
 
 // Receipt returns a message's receipt.

@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -192,6 +193,60 @@ func TestDuplicateRoutesOnce(t *testing.T) {
 	_, err := f.relay.Send(f.ctx, &core.Message{ID: "same", Sender: "worker", Receiver: "worker"})
 	if !errors.Is(err, core.ErrIDConflict) {
 		t.Fatalf("foreign reuse: %v", err)
+	}
+}
+
+func TestIDReusedForOtherContent(t *testing.T) {
+	f := newFixture(t, core.Config{})
+	msg := func(edit func(m *core.Message)) *core.Message {
+		m := &core.Message{ID: "m", Sender: "planner", Receiver: "worker", Type: "task.request",
+			Parts: []core.Part{{Kind: core.PartData, Data: json.RawMessage(`{"n":1,"text":"hi"}`)}}}
+		if edit != nil {
+			edit(m)
+		}
+		return m
+	}
+	if res, err := f.relay.Send(f.ctx, msg(nil)); err != nil || res.Duplicate {
+		t.Fatalf("first send: %+v %v", res, err)
+	}
+	cases := []struct {
+		name     string
+		edit     func(m *core.Message)
+		conflict bool
+	}{
+		{"the same message", nil, false},
+		{"the same content spelled otherwise", func(m *core.Message) { m.Parts[0].Data = json.RawMessage(`{"text":"hi","n":1.0}`) }, false},
+		{"another ttl and conversation", func(m *core.Message) { m.TTL, m.ConversationID = time.Hour, "c2" }, false},
+		{"other data", func(m *core.Message) { m.Parts[0].Data = json.RawMessage(`{"n":2,"text":"hi"}`) }, true},
+		{"another type", func(m *core.Message) { m.Type = "task.cancel" }, true},
+		{"another correlation id", func(m *core.Message) { m.CorrelationID = "x" }, true},
+	}
+	run := func(t *testing.T) {
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				res, err := f.relay.Send(f.ctx, msg(c.edit))
+				switch {
+				case c.conflict && !errors.Is(err, core.ErrIDConflict):
+					t.Fatalf("got %+v, %v; want ErrIDConflict", res, err)
+				case !c.conflict && (err != nil || !res.Duplicate):
+					t.Fatalf("got %+v, %v; want the first outcome as a duplicate", res, err)
+				}
+			})
+		}
+	}
+	t.Run("receiver registered", run)
+	f.tick(t)
+	if got := f.d.delivered(); len(got) != 1 {
+		t.Fatalf("delivered %d times, want once", len(got))
+	}
+	// The receiver has gone: a retry still gets the first outcome, other
+	// content is still refused.
+	if err := f.relay.Deregister(f.ctx, "worker"); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("receiver deregistered", run)
+	if rc := f.status(t, "m"); rc.Status != core.StatusDelivered || rc.Attempts != 1 {
+		t.Fatalf("first message's receipt changed: %+v", rc)
 	}
 }
 

@@ -12,7 +12,8 @@ var (
 	ErrNotFound = errors.New("not found")
 	ErrConflict = errors.New("conflict")
 	// ErrIDConflict means a message id is already used by another sender,
-	// or by this sender for another receiver: not a retry of that message.
+	// or by this sender for another receiver or other content: not a retry
+	// of that message.
 	ErrIDConflict = errors.New("message id already used")
 	// ErrQueueFull means the receiver's queue is at its configured depth.
 	ErrQueueFull = errors.New("receiver queue full")

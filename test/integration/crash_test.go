@@ -101,7 +101,13 @@ func TestKill9UnderLoad(t *testing.T) {
 	dupAnswers := 0
 	attempted.Range(func(k, _ any) bool {
 		id := k.(string)
-		res, err := c.Send(ctx, client.Message{MessageID: id, Sender: "planner" + id[1:3], Receiver: "worker", Type: "task.request", TTL: 10 * time.Minute, Payload: map[string]any{}})
+		var s, i int
+		if _, err := fmt.Sscanf(id, "s%02d-%06d", &s, &i); err != nil {
+			t.Fatalf("id %q: %v", id, err)
+		}
+		// A retry repeats the message (the hub refuses an id reused for
+		// other content).
+		res, err := c.Send(ctx, client.Message{MessageID: id, Sender: fmt.Sprintf("planner%02d", s), Receiver: "worker", Type: "task.request", TTL: 10 * time.Minute, Payload: map[string]any{"n": i}})
 		if err != nil {
 			t.Fatalf("retry %s: %v", id, err)
 		}

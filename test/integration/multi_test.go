@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -261,8 +262,14 @@ func TestThreeHubsOnPostgres(t *testing.T) {
 	// must answer duplicate for every acknowledged one.
 	dupAnswers := 0
 	for id, sender := range attempted {
+		// A re-send repeats the message (an id reused for other content
+		// is refused): its payload's n is the id's sequence number.
+		n, err := strconv.Atoi(id[len(id)-6:])
+		if err != nil {
+			t.Fatalf("id %q: %v", id, err)
+		}
 		res, err := survivors[len(id)%2].Send(ctx, client.Message{MessageID: id, Sender: sender, Receiver: target[id], Type: "task.request",
-			TTL: 10 * time.Minute, Payload: map[string]any{}})
+			TTL: 10 * time.Minute, Payload: map[string]any{"n": n}})
 		if err != nil {
 			t.Fatalf("re-send %s: %v", id, err)
 		}

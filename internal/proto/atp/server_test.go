@@ -102,6 +102,12 @@ func TestRegisterSendReceipt(t *testing.T) {
 	if r.body["duplicate"] != true || r.body["status"] != "delivered" {
 		t.Fatalf("duplicate: %s", r.raw)
 	}
+	// The id reused for another payload is not a retry: 409, nothing routed.
+	env["payload"] = map[string]any{"text": "xyz"}
+	if r = call(t, "POST", base+"/atp/send", "", env); r.status != 409 || r.body["error"] != "message_id_conflict" {
+		t.Fatalf("id reused for other content: %d %s", r.status, r.raw)
+	}
+	env["payload"] = map[string]any{"text": "abc"}
 	if len(w.seen) != 1 {
 		t.Fatalf("worker saw %d deliveries, want 1", len(w.seen))
 	}

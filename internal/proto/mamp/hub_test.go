@@ -301,8 +301,8 @@ func TestTimestampRange(t *testing.T) {
 }
 
 // TestDuplicateMessageID checks that a repeated message id from its sender
-// answers with the first outcome and is routed once, and that another
-// sender's reuse is refused.
+// answers with the first outcome and is routed once, and that reuse by
+// another sender, or for other content, is refused.
 func TestDuplicateMessageID(t *testing.T) {
 	h, c, uri := start(t, hub.Options{Dev: true})
 	bob := newInbox(t)
@@ -319,9 +319,14 @@ func TestDuplicateMessageID(t *testing.T) {
 	if again["conversation_id"] != conv || again["duplicate"] != true {
 		t.Fatalf("repeat = %v, want conversation %s, duplicate", again, conv)
 	}
+	// The same sender reusing the id for other content is not a retry.
+	st, out := c.do("POST", "/mamp/v1/messages", msg("dup-1", uri("alice"), uri("bob"), "twice"))
+	if st != http.StatusConflict || out["error"] != "message_id_conflict" || !strings.Contains(fmt.Sprint(out["message"]), "other content") {
+		t.Fatalf("other content = %d %v", st, out)
+	}
 	bob.next(t)
 	bob.none(t, 300*time.Millisecond)
-	st, out := c.do("POST", "/mamp/v1/messages", msg("dup-1", uri("carol"), uri("bob"), "mine"))
+	st, out = c.do("POST", "/mamp/v1/messages", msg("dup-1", uri("carol"), uri("bob"), "mine"))
 	if st != http.StatusConflict || out["error"] != "message_id_conflict" {
 		t.Fatalf("other sender = %d %v", st, out)
 	}

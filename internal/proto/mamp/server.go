@@ -336,7 +336,8 @@ func (s *Server) Receive(ctx context.Context, env *Envelope, traceparent string)
 	st := s.relay.Store()
 	// A repeated message id answers with the first outcome (same sender)
 	// or is refused (another sender), before anything else is looked at.
-	if ack, err := s.duplicate(ctx, env.MessageID, p.fromID); ack != nil || err != nil {
+	again := &core.Message{ID: env.MessageID, Sender: p.fromID, Type: p.msgType, CorrelationID: env.CorrelationID, Parts: p.parts}
+	if ack, err := s.duplicate(ctx, again); ack != nil || err != nil {
 		return ack, err
 	}
 	recv, pending, err := s.resolve(ctx, p.to, p.toID, p.toRemote)
@@ -395,7 +396,7 @@ func (s *Server) Receive(ctx context.Context, env *Envelope, traceparent string)
 		return nil, err
 	}
 	if res.Duplicate {
-		return s.duplicate(ctx, m.ID, p.fromID)
+		return s.duplicate(ctx, m)
 	}
 	now := s.relay.Clock().Now()
 	if newConv {
@@ -415,8 +416,11 @@ func (s *Server) Receive(ctx context.Context, env *Envelope, traceparent string)
 	return &Ack{ConversationID: convID, MessageID: m.ID, Status: "received", Delivery: res.Receipt.Status}, nil
 }
 
-// duplicate answers a message id that is already stored, or returns nil.
-func (s *Server) duplicate(ctx context.Context, id, sender string) (*Ack, error) {
+// duplicate answers m when its id is already stored, or returns nil: the
+// first outcome for a retry, 409 for the id of another sender or of other
+// content (see core.SameContent).
+func (s *Server) duplicate(ctx context.Context, m *core.Message) (*Ack, error) {
+	id := m.ID
 	old, err := s.relay.Store().GetMessage(ctx, id)
 	if errors.Is(err, core.ErrNotFound) {
 		return nil, nil
@@ -424,8 +428,11 @@ func (s *Server) duplicate(ctx context.Context, id, sender string) (*Ack, error)
 	if err != nil {
 		return nil, err
 	}
-	if old.Sender != sender {
+	if old.Sender != m.Sender {
 		return nil, fail(http.StatusConflict, httperr.CodeIDConflict, "message_id %s is already used by another sender", id)
+	}
+	if !core.SameContent(old, m) {
+		return nil, fail(http.StatusConflict, httperr.CodeIDConflict, "message_id %s was sent before with other content (a retry must repeat the message)", id)
 	}
 	ack := &Ack{ConversationID: old.ConversationID, MessageID: id, Status: "received", Duplicate: true}
 	if rc, err := s.relay.Receipt(ctx, id); err == nil {

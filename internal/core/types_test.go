@@ -56,3 +56,43 @@ func TestSameContent(t *testing.T) {
 		})
 	}
 }
+
+// FuzzSameContent checks that content comparison is reflexive, symmetric
+// and blind to re-encoding (key order, spacing) for any JSON data part.
+func FuzzSameContent(f *testing.F) {
+	for _, seed := range [][2]string{
+		{`{"a":1,"b":[1,2]}`, `{"b":[1,2],"a":1.0}`},
+		{`{"a":1}`, `{"a":"1"}`},
+		{`[0.5,1e3,-0]`, `[5e-1,1000,0]`},
+		{`"x"`, `null`},
+		{`{"a":{"b":{"c":[true,false,null]}}}`, `{"a":{"b":{"c":[true,false]}}}`},
+		{`123456789012345678901234567890`, `123456789012345678901234567891`},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	msg := func(raw string) *core.Message {
+		return &core.Message{Type: "t", Parts: []core.Part{{Kind: core.PartData, Data: json.RawMessage(raw)}}}
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		if !json.Valid([]byte(a)) || !json.Valid([]byte(b)) {
+			return
+		}
+		if !core.SameContent(msg(a), msg(a)) {
+			t.Fatalf("%s is not the same as itself", a)
+		}
+		if core.SameContent(msg(a), msg(b)) != core.SameContent(msg(b), msg(a)) {
+			t.Fatalf("not symmetric for %s and %s", a, b)
+		}
+		var v any
+		if err := json.Unmarshal([]byte(a), &v); err != nil {
+			t.Fatal(err)
+		}
+		again, err := json.MarshalIndent(v, "", " ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !core.SameContent(msg(a), msg(string(again))) {
+			t.Fatalf("%s re-encoded as %s compares as other content", a, again)
+		}
+	})
+}

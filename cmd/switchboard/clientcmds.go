@@ -140,7 +140,8 @@ expired, or still queued when the wait runs out. When the hub cannot be
 reached, the connection drops or the hub answers 429, 500, 502, 503, 504 or
 507, the send is tried again (--retries times, backing off from 100 ms or as
 Retry-After asks) with the same message id, so the hub stores it once.
-Exit codes: 0 ok, 1 failed (also: the message id is another sender's),
+Exit codes: 0 ok, 1 failed (also: the message id was used for another
+message, by another sender, to another receiver or with other content),
 2 usage (also: refused as malformed, too large or unauthorised),
 3 unknown receiver, 4 hub unreachable.`, s)
 	var h hubFlags
@@ -150,7 +151,7 @@ Exit codes: 0 ok, 1 failed (also: the message id is another sender's),
 	typ := fs.String("type", "task.request", "message type")
 	text := fs.String("text", "", "text content")
 	payload := fs.String("payload", "", "payload as a JSON object (instead of --text); - reads standard input")
-	id := fs.String("id", "", "message id (default random; reuse it to retry safely)")
+	id := fs.String("id", "", "message id (default random; reuse it to retry the same message safely)")
 	corr := fs.String("correlation-id", "", "id of the message this one answers")
 	conv := fs.String("conversation-id", "", "conversation id")
 	var images, files multiFlag

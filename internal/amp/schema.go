@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/switchboard-hub/switchboard/internal/jsonvalue"
 )
 
 //go:embed amp-envelope.schema.json
@@ -164,7 +166,7 @@ func (n *schemaNode) validate(v any, at string) error {
 	if n.Type != "" && !hasType(v, n.Type) {
 		return fmt.Errorf("%w: %s: expected %s, got %s", ErrInvalidEnvelope, at, n.Type, typeName(v))
 	}
-	if n.hasConst && !jsonEqual(v, n.constValue) {
+	if n.hasConst && !jsonvalue.Equal(v, n.constValue) {
 		if at == "$.spec" {
 			return fmt.Errorf("%w: %s is %v, want %v", ErrUnknownSpec, at, v, n.constValue)
 		}
@@ -173,7 +175,7 @@ func (n *schemaNode) validate(v any, at string) error {
 	if n.enumValues != nil {
 		ok := false
 		for _, e := range n.enumValues {
-			if jsonEqual(v, e) {
+			if jsonvalue.Equal(v, e) {
 				ok = true
 				break
 			}
@@ -287,44 +289,4 @@ func typeName(v any) string {
 		return "null"
 	}
 	return fmt.Sprintf("%T", v)
-}
-
-// jsonEqual compares two values decoded with UseNumber by JSON semantics
-// (numbers by value, objects by key set).
-func jsonEqual(a, b any) bool {
-	switch x := a.(type) {
-	case json.Number:
-		y, ok := b.(json.Number)
-		if !ok {
-			return false
-		}
-		fx, err1 := x.Float64()
-		fy, err2 := y.Float64()
-		return err1 == nil && err2 == nil && fx == fy
-	case []any:
-		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if !jsonEqual(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
-	case map[string]any:
-		y, ok := b.(map[string]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k, xv := range x {
-			yv, ok := y[k]
-			if !ok || !jsonEqual(xv, yv) {
-				return false
-			}
-		}
-		return true
-	default:
-		return a == b
-	}
 }

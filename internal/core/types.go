@@ -10,10 +10,10 @@
 package core
 
 import (
-	"bytes"
 	"encoding/json"
-	"strconv"
 	"time"
+
+	"github.com/switchboard-hub/switchboard/internal/jsonvalue"
 )
 
 // Status is a message's delivery status as seen in its receipt.
@@ -220,66 +220,16 @@ func SameContent(a, b *Message) bool {
 	}
 	ta, errA := jsonTree(a.Parts)
 	tb, errB := jsonTree(b.Parts)
-	return errA == nil && errB == nil && sameJSON(ta, tb)
+	return errA == nil && errB == nil && jsonvalue.Equal(ta, tb)
 }
 
-// jsonTree encodes v and decodes it again as maps, slices and numbers as
-// written.
+// jsonTree encodes v and decodes it again for jsonvalue.Equal.
 func jsonTree(v any) (any, error) {
 	raw, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
-	var tree any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	err = dec.Decode(&tree)
-	return tree, err
-}
-
-// sameJSON compares two decoded JSON values, numbers by value.
-func sameJSON(a, b any) bool {
-	switch x := a.(type) {
-	case map[string]any:
-		y, ok := b.(map[string]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k, v := range x {
-			w, ok := y[k]
-			if !ok || !sameJSON(v, w) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if !sameJSON(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
-	case json.Number:
-		y, ok := b.(json.Number)
-		if !ok {
-			return false
-		}
-		if x == y {
-			return true
-		}
-		// Same value in other spellings (1, 1.0, 1e0). Compared as float64:
-		// integers past 2^53 that differ only beyond its precision count
-		// as the same, the safe side (the answer is then "duplicate").
-		fx, errX := strconv.ParseFloat(x.String(), 64)
-		fy, errY := strconv.ParseFloat(y.String(), 64)
-		return errX == nil && errY == nil && fx == fy
-	default:
-		return a == b // string, bool, nil
-	}
+	return jsonvalue.Decode(raw)
 }
 
 // ReceiptEvent is one step in a receipt's history.

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/switchboard-hub/switchboard/internal/core"
+	"github.com/switchboard-hub/switchboard/internal/jsonvalue"
 )
 
 func TestSameContent(t *testing.T) {
@@ -83,8 +84,8 @@ func FuzzSameContent(f *testing.F) {
 		if core.SameContent(msg(a), msg(b)) != core.SameContent(msg(b), msg(a)) {
 			t.Fatalf("not symmetric for %s and %s", a, b)
 		}
-		var v any
-		if err := json.Unmarshal([]byte(a), &v); err != nil {
+		v, err := jsonvalue.Decode([]byte(a))
+		if err != nil {
 			t.Fatal(err)
 		}
 		again, err := json.MarshalIndent(v, "", " ")

@@ -334,8 +334,9 @@ func (s *Server) Receive(ctx context.Context, env *Envelope, traceparent string)
 		return nil, fmt.Errorf("from %s: %w", env.From, err)
 	}
 	st := s.relay.Store()
-	// A repeated message id answers with the first outcome (same sender)
-	// or is refused (another sender), before anything else is looked at.
+	// A repeated message id answers with the first outcome (same sender,
+	// same content) or is refused (another sender, other content), before
+	// anything else is looked at.
 	again := &core.Message{ID: env.MessageID, Sender: p.fromID, Type: p.msgType, CorrelationID: env.CorrelationID, Parts: p.parts}
 	if ack, err := s.duplicate(ctx, again); ack != nil || err != nil {
 		return ack, err

@@ -3,6 +3,7 @@ package core_test
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/jsonvalue"
@@ -34,6 +35,7 @@ func TestSameContent(t *testing.T) {
 		// What may differ between attempts of one message.
 		{"other conversation, ttl, metadata, timestamp", base, with(func(m *core.Message) {
 			m.ConversationID, m.TTL, m.Metadata = "conv", 5, map[string]any{"trace_id": "t2"}
+			m.SentAt, m.ReceivedAt = time.Unix(1, 0), time.Unix(2, 0)
 		}), true},
 		// Data compares as JSON values.
 		{"key order and spacing", core.Message{Parts: data(`{"a":1,"b":[1,2]}`)}, core.Message{Parts: data(` { "b" : [1, 2], "a" : 1 } `)}, true},

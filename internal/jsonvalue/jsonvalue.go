@@ -1,6 +1,7 @@
-// Package jsonvalue compares JSON values by what they mean rather than how
-// they are written: objects by their key sets, arrays in order, numbers by
-// value.
+// Package jsonvalue reads JSON values by what they mean rather than how
+// they are written: Equal compares objects by their key sets, arrays in
+// order, numbers by value; DuplicateKey finds objects whose meaning is
+// open because they name a key twice.
 package jsonvalue
 
 import (

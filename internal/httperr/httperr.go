@@ -5,6 +5,7 @@
 package httperr
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,9 +13,11 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"sync"
 
 	"github.com/switchboard-hub/switchboard/internal/auth"
 	"github.com/switchboard-hub/switchboard/internal/core"
+	"github.com/switchboard-hub/switchboard/internal/jsonvalue"
 )
 
 // Body is the JSON error answer.
@@ -120,22 +123,31 @@ func Text(err error) string {
 
 // DecodeJSON reads a JSON body of at most max bytes into v, writing the
 // error answer itself and returning false on failure: 413 past max, 400
-// invalid_json for an empty body, bad syntax or anything but white space
-// after the value, 400 invalid_field for a value of the wrong JSON type
-// (naming the field and the type it must be).
+// invalid_json for an empty body, bad syntax, anything but white space
+// after the value, or a key named twice in one object (see
+// jsonvalue.DuplicateKey), 400 invalid_field for a value of the wrong JSON
+// type (naming the field and the type it must be).
 func DecodeJSON(w http.ResponseWriter, r *http.Request, max int64, v any) bool {
 	r.Body = http.MaxBytesReader(w, r.Body, max)
-	dec := json.NewDecoder(r.Body)
-	err := dec.Decode(v)
-	if err == nil {
-		// Only white space may follow: the next token must be the end.
-		// (A stray } or ] is an error here, which More would not report.)
-		switch _, err = dec.Token(); {
-		case err == io.EOF:
-			return true
-		case err == nil || !errors.As(err, new(*http.MaxBytesError)):
-			err = errTrailing
+	buf := bodies.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= maxPooledBody {
+			buf.Reset()
+			bodies.Put(buf)
 		}
+	}()
+	_, err := buf.ReadFrom(r.Body)
+	if err == nil {
+		data := buf.Bytes()
+		if err = json.Unmarshal(data, v); err == nil {
+			key, dup := jsonvalue.DuplicateKey(data)
+			if !dup {
+				return true
+			}
+			Errorf(w, http.StatusBadRequest, CodeInvalidJSON, "key %q appears twice in one object of the JSON body", key)
+			return false
+		}
+		err = decodeError(data, v, err)
 	}
 	var (
 		mbe *http.MaxBytesError
@@ -159,6 +171,28 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, max int64, v any) bool {
 	}
 	return false
 }
+
+// decodeError names why data did not decode into v, which json.Unmarshal
+// reported as err: reading it again as a stream tells an empty body and
+// trailing data from other syntax errors.
+func decodeError(data []byte, v any, err error) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if derr := dec.Decode(v); derr != nil {
+		return derr
+	}
+	// Only white space may follow: the next token must be the end. (A
+	// stray } or ] is an error here, which More would not report.)
+	if _, terr := dec.Token(); terr != io.EOF {
+		return errTrailing
+	}
+	return err
+}
+
+// bodies holds buffers for request bodies; those that grew past
+// maxPooledBody are left to the garbage collector.
+var bodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxPooledBody = 64 << 10
 
 var errTrailing = errors.New("trailing data")
 

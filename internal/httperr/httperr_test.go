@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/switchboard-hub/switchboard/internal/jsonvalue"
 )
 
 func TestDecodeJSON(t *testing.T) {
@@ -40,6 +42,12 @@ func TestDecodeJSON(t *testing.T) {
 		{"integer out of range", `{"n":1e40}`, 400, CodeInvalidField, "n must be an integer"},
 		{"array field as string", `{"tags":"x"}`, 400, CodeInvalidField, "tags must be an array"},
 		{"nested field", `{"inner":{"on":"yes"}}`, 400, CodeInvalidField, "inner.on must be true or false"},
+		{"key twice", `{"n":1,"name":"a","n":2}`, 400, CodeInvalidJSON, `key "n" appears twice`},
+		{"key twice, once escaped", `{"n":1,"\u006e":2}`, 400, CodeInvalidJSON, `key "n" appears twice`},
+		{"top-level keys that differ by case", `{"name":"a","Name":"b"}`, 400, CodeInvalidJSON, `key "Name" appears twice`},
+		{"nested key twice", `{"inner":{"on":true,"on":false}}`, 400, CodeInvalidJSON, `key "on" appears twice`},
+		{"nested keys that differ by case", `{"inner":{"on":true,"On":false}}`, 0, "", ""},
+		{"one key in two objects", `{"n":1,"inner":{"n":1}}`, 0, "", ""},
 		{"over the limit", `{"name":"` + strings.Repeat("a", max) + `"}`, 413, CodeTooLarge, "exceeds 64 bytes"},
 		{"over the limit after the value", `{"n":1}` + strings.Repeat(" ", max), 413, CodeTooLarge, "exceeds"},
 	}
@@ -68,9 +76,10 @@ func TestDecodeJSON(t *testing.T) {
 
 // FuzzDecodeJSON: DecodeJSON accepts a body exactly when encoding/json
 // accepts it as one object of the target type (white space around it
-// allowed), and otherwise answers a typed JSON error.
+// allowed) and no object in it names a key twice, and otherwise answers a
+// typed JSON error.
 func FuzzDecodeJSON(f *testing.F) {
-	for _, s := range []string{`{"n":1}`, ` {"name":"a"} `, `{"n":1}}`, `{"n":1}]`, `[]`, ``, `{"tags":"x"}`, `{"n":1} x`, `null`} {
+	for _, s := range []string{`{"n":1}`, ` {"name":"a"} `, `{"n":1}}`, `{"n":1}]`, `[]`, ``, `{"tags":"x"}`, `{"n":1} x`, `null`, `{"n":1,"N":2}`, `{"tags":[],"t\u0061gs":[]}`} {
 		f.Add([]byte(s))
 	}
 	type body struct {
@@ -84,7 +93,8 @@ func FuzzDecodeJSON(f *testing.F) {
 		var got body
 		ok := DecodeJSON(w, r, 1<<16, &got)
 		var want body
-		wantOK := json.Unmarshal(in, &want) == nil
+		_, dup := jsonvalue.DuplicateKey(in)
+		wantOK := json.Unmarshal(in, &want) == nil && !dup
 		if ok != wantOK {
 			t.Fatalf("DecodeJSON ok=%v, json.Unmarshal ok=%v for %q (%s)", ok, wantOK, in, w.Body)
 		}

@@ -193,11 +193,16 @@ func TestResultsAndPull(t *testing.T) {
 	_, base := hubtest.Start(t, hub.Options{Dev: true})
 	call(t, "POST", base+"/atp/register", "", map[string]any{"agent_id": "planner"})
 	call(t, "POST", base+"/atp/register", "", map[string]any{"agent_id": "worker"})
-	call(t, "POST", base+"/atp/send", "", map[string]any{"message_id": "task", "sender": "planner", "receiver": "worker", "type": "task.request", "payload": map[string]any{"text": "x"}})
+	call(t, "POST", base+"/atp/send", "", map[string]any{"message_id": "task", "sender": "planner", "receiver": "worker", "type": "task.request", "payload": map[string]any{"text": "x", "Text": "y"}})
 	r := call(t, "GET", base+"/atp/pending/worker?ack=manual&visibility_ms=60000", "", nil)
 	msgs := r.body["messages"].([]any)
 	if len(msgs) != 1 || msgs[0].(map[string]any)["message_id"] != "task" {
 		t.Fatalf("pull: %s", r.raw)
+	}
+	// Payload keys that differ only in case are the sender's data: kept
+	// apart, not refused as a key named twice.
+	if p, _ := msgs[0].(map[string]any)["payload"].(map[string]any); p["text"] != "x" || p["Text"] != "y" {
+		t.Fatalf("payload: %s", r.raw)
 	}
 	if r = call(t, "GET", base+"/atp/receipts/task", "", nil); r.body["status"] != "queued" {
 		t.Fatalf("unacked pull must stay queued: %s", r.raw)
@@ -260,6 +265,12 @@ func TestBadInput(t *testing.T) {
 		{"ack: malformed json", "", "/atp/ack", `{`, 400, "invalid_json"},
 		{"ack: trailing bracket", "", "/atp/ack", `{"agent_id":"worker","message_ids":[]}]`, 400, "invalid_json"},
 		{"ack: oversized", "", "/atp/ack", big, 413, "payload_too_large"},
+		// A key named twice is ambiguous (parsers keep the first, the
+		// last or both), so the body is refused, not read one way.
+		{"send: sender named twice", "", "/atp/send", `{"atp_version":"1.0","message_id":"x","sender":"p","receiver":"worker","type":"t","ttl_ms":1000,"payload":{},"sender":"q"}`, 400, "invalid_json"},
+		{"send: receiver named again in capitals", "", "/atp/send", `{"atp_version":"1.0","message_id":"x","sender":"p","receiver":"worker","RECEIVER":"ghost","type":"t","ttl_ms":1000,"payload":{}}`, 400, "invalid_json"},
+		{"send: payload key named twice", "", "/atp/send", `{"atp_version":"1.0","message_id":"x","sender":"p","receiver":"worker","type":"t","ttl_ms":1000,"payload":{"amount":1,"amount":1000}}`, 400, "invalid_json"},
+		{"register: agent id named twice", "", "/atp/register", `{"agent_id":"z","agent_id":"worker"}`, 400, "invalid_json"},
 		// Fields of the wrong JSON type name the field.
 		{"send: ttl as string", "", "/atp/send", valid(func(m map[string]any) { m["ttl_ms"] = "1000" }), 400, "invalid_field"},
 		{"register: lease as string", "", "/atp/register", map[string]any{"agent_id": "z", "lease_seconds": "60"}, 400, "invalid_field"},

@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchboard-hub/switchboard/internal/auth"
 	"github.com/switchboard-hub/switchboard/internal/core"
+	"github.com/switchboard-hub/switchboard/internal/jsonvalue"
 )
 
 // JSON-RPC and A2A error codes (A2A specification, JSON-RPC binding).
@@ -178,6 +179,11 @@ func parseRequest(raw json.RawMessage) (*Request, *RPCError) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil {
 		return &Request{hasID: true}, rpcErr(CodeInvalidRequest, "a request must be a JSON object")
+	}
+	if key, dup := jsonvalue.DuplicateKey(raw); dup {
+		// Ambiguous (the last would win here, the first elsewhere), so
+		// not read at all, and its id not trusted either.
+		return &Request{hasID: true}, rpcErr(CodeInvalidRequest, "key %q appears twice in one object of the request", key)
 	}
 	r := &Request{}
 	if id, ok := fields["id"]; ok {

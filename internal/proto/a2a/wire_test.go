@@ -61,6 +61,10 @@ func TestParseBody(t *testing.T) {
 		{"object id", `{"jsonrpc":"2.0","id":{},"method":"GetTask"}`, false, 0, []int{CodeInvalidRequest}},
 		{"array params", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":[1]}`, false, 0, []int{CodeInvalidParams}},
 		{"batch", `[{"jsonrpc":"2.0","id":1,"method":"a"},1,{"jsonrpc":"2.0","method":"b"}]`, true, 0, []int{0, CodeInvalidRequest, 0}},
+		{"id twice", `{"jsonrpc":"2.0","id":1,"method":"GetTask","id":2}`, false, 0, []int{CodeInvalidRequest}},
+		{"method named again in capitals", `{"jsonrpc":"2.0","id":1,"method":"GetTask","Method":"CancelTask"}`, false, 0, []int{CodeInvalidRequest}},
+		{"params key twice", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"a","id":"b"}}`, false, 0, []int{CodeInvalidRequest}},
+		{"batch with a key twice", `[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","id":2,"method":"b","method":"c"}]`, true, 0, []int{0, CodeInvalidRequest}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -151,7 +151,7 @@ func DecodeEnvelope(data []byte) (Envelope, error) {
 	if err := dec.Decode(&doc); err != nil {
 		return Envelope{}, fmt.Errorf("%w: %w", ErrInvalidEnvelope, err)
 	}
-	if dec.More() {
+	if !atEnd(dec) {
 		return Envelope{}, fmt.Errorf("%w: trailing data after the JSON value", ErrInvalidEnvelope)
 	}
 	if obj, ok := doc.(map[string]any); ok {

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"sort"
 	"strconv"
@@ -31,10 +32,17 @@ func ValidateJSON(data []byte) error {
 	if err := dec.Decode(&doc); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidEnvelope, err)
 	}
-	if dec.More() {
+	if !atEnd(dec) {
 		return fmt.Errorf("%w: trailing data after the JSON value", ErrInvalidEnvelope)
 	}
 	return validateValue(doc)
+}
+
+// atEnd reports whether only white space follows the value dec decoded.
+// (More would let a stray } or ] through.)
+func atEnd(dec *json.Decoder) bool {
+	_, err := dec.Token()
+	return err == io.EOF
 }
 
 // validateValue validates a value decoded with UseNumber.

@@ -37,6 +37,8 @@ var schemaCases = []struct {
 	{"not an object", `[]`, ErrInvalidEnvelope},
 	{"malformed", `{"spec":`, ErrInvalidEnvelope},
 	{"trailing data", validEnvelope + ` {}`, ErrInvalidEnvelope},
+	{"stray brace", validEnvelope + `}`, ErrInvalidEnvelope},
+	{"stray bracket", validEnvelope + ` ]`, ErrInvalidEnvelope},
 }
 
 func TestValidateJSONAndDecode(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 
 	"github.com/switchboard-hub/switchboard/internal/amp"
+	"github.com/switchboard-hub/switchboard/internal/jsonvalue"
 )
 
 // MaxBody is the largest accepted request body.
@@ -142,8 +143,12 @@ func (h *Handler) tick(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "invalid_json", "the body is not a valid tick request: "+err.Error())
 			return
 		}
-		if dec.More() {
+		if _, err := dec.Token(); err != io.EOF { // (More would let a stray } or ] through)
 			writeError(w, http.StatusBadRequest, "invalid_json", "trailing data after the JSON object")
+			return
+		}
+		if key, dup := jsonvalue.DuplicateKey(body); dup {
+			writeError(w, http.StatusBadRequest, "invalid_json", fmt.Sprintf("key %q appears twice in one object of the JSON body", key))
 			return
 		}
 	}

@@ -29,6 +29,7 @@ func runServe(ctx context.Context, args []string, s stdio) int {
 	fs.StringVar(&o.AdminToken, "admin-token", "", "operator token (env SWITCHBOARD_ADMIN_TOKEN; default: generated into DATA/admin.token)")
 	fs.StringVar(&o.Host, "host", "", "the hub's host name in agent:// URIs (default: the listen host)")
 	fs.Int64Var(&o.MaxBody, "max-body", 1<<20, "largest request body in bytes")
+	fs.DurationVar(&o.BodyTimeout, "body-timeout", hub.DefaultBodyTimeout, "how long a request body may take to arrive before the request is answered 408 and its connection closed (0: no limit)")
 	fs.DurationVar(&o.Relay.DefaultTTL, "default-ttl", time.Minute, "TTL of messages that give none")
 	fs.DurationVar(&o.Relay.Retention, "retention", 24*time.Hour, "how long receipts of finished messages are kept")
 	fs.DurationVar(&o.Relay.DeliverTimout, "deliver-timeout", 10*time.Second, "how long one delivery attempt may take before it counts as failed and is retried")
@@ -55,6 +56,9 @@ func runServe(ctx context.Context, args []string, s stdio) int {
 	if (o.TLSCert == "") != (o.TLSKey == "") {
 		fmt.Fprintln(s.err, "serve: --tls-cert and --tls-key go together")
 		return exitUsage
+	}
+	if o.BodyTimeout <= 0 {
+		o.BodyTimeout = -1 // the flag's 0 is "no limit"; the hub's is its default
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"reflect"
 	"strings"
 	"sync"
@@ -34,6 +35,7 @@ const (
 	CodeInvalidField     = "invalid_field"
 	CodeUnsupported      = "unsupported_version"
 	CodeTooLarge         = "payload_too_large"
+	CodeTimeout          = "request_timeout"
 	CodeUnknownReceiver  = "unreachable"
 	CodeNotFound         = "not_found"
 	CodeMethodNotAllowed = "method_not_allowed"
@@ -156,6 +158,10 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, max int64, v any) bool {
 	switch {
 	case errors.As(err, &mbe):
 		Errorf(w, http.StatusRequestEntityTooLarge, CodeTooLarge, "request body exceeds %d bytes", max)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// The connection's read deadline (the hub's --body-timeout) passed
+		// while the body was still arriving.
+		Write(w, http.StatusRequestTimeout, CodeTimeout, "the request body did not arrive in time")
 	case errors.Is(err, io.EOF):
 		Write(w, http.StatusBadRequest, CodeInvalidJSON, "request body is empty: want a JSON object")
 	case errors.Is(err, errTrailing):

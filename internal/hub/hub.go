@@ -4,6 +4,7 @@
 package hub
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -79,7 +80,13 @@ type Options struct {
 	Callbacks ssrf.Policy
 	// MetricsPublic serves /metrics without the admin token.
 	MetricsPublic bool
+	// BodyTimeout bounds how long a request body may take to arrive (see
+	// bodyDeadline); 0 means DefaultBodyTimeout, negative means no limit.
+	BodyTimeout time.Duration
 }
+
+// DefaultBodyTimeout is Options.BodyTimeout's default.
+const DefaultBodyTimeout = 30 * time.Second
 
 // Hub is an assembled hub.
 type Hub struct {
@@ -208,6 +215,9 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	limiter := ratelimit.New(limit, opt.RateBurst)
 	h.Handler = authenticated(authn, rateLimited(limiter, secureHeaders(unrouted(h.Mux), opt.TLSCert != "")))
 	h.Handler = tracing.Middleware(h.Handler)
+	if d := cmp.Or(opt.BodyTimeout, DefaultBodyTimeout); d > 0 {
+		h.Handler = bodyDeadline(d, h.Handler)
+	}
 	return h, nil
 }
 

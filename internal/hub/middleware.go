@@ -1,10 +1,13 @@
 package hub
 
 import (
+	"errors"
+	"io"
 	"math"
 	"net"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/switchboard-hub/switchboard/internal/auth"
 	"github.com/switchboard-hub/switchboard/internal/core"
@@ -37,6 +40,59 @@ func rateLimited(l *ratelimit.Limiter, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// bodyDeadline bounds how long a request body may take to arrive. Without
+// it a client that trickles a body (a byte a second stays within every size
+// limit) holds a connection and a goroutine for as long as it likes:
+// net/http's ReadHeaderTimeout covers only the headers, and its
+// ReadTimeout cannot serve, since it would also cut the streams that a
+// POST opens (A2A and MCP answer some with an event stream).
+//
+// The connection's read deadline is set when a request with a body
+// starts and lifted as soon as the body has been read to its end; a body
+// still arriving at the deadline fails to read, the handler answers 408
+// (see httperr.DecodeJSON), and the connection is closed. A body left
+// unread keeps the deadline, so what net/http reads of it after the handler
+// is bounded too.
+func bodyDeadline(d time.Duration, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		// net/http's writers (HTTP/1 and HTTP/2) have the method that
+		// http.ResponseController calls; asking for it directly saves
+		// the controller's allocation on every request.
+		rd, ok := w.(readDeadliner)
+		if !ok || rd.SetReadDeadline(time.Now().Add(d)) != nil {
+			next.ServeHTTP(w, r) // a writer without deadlines (tests' recorders)
+			return
+		}
+		r.Body = &deadlineBody{ReadCloser: r.Body, rd: rd}
+		next.ServeHTTP(w, r)
+	})
+}
+
+type readDeadliner interface{ SetReadDeadline(time.Time) error }
+
+// deadlineBody lifts the read deadline once the body has been read.
+type deadlineBody struct {
+	io.ReadCloser
+	rd readDeadliner
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, io.EOF) {
+		// The whole body is in: what the connection reads next (the next
+		// request, or nothing while a stream is answered) is not bound by
+		// this body's deadline. (net/http's HTTP/1 server lifts it too when
+		// it starts watching for the client to hang up; this does not
+		// depend on that, and serves HTTP/2 as well.)
+		_ = b.rd.SetReadDeadline(time.Time{})
+	}
+	return n, err
 }
 
 // secureHeaders sets conservative security headers on every answer.

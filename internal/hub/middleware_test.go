@@ -9,11 +9,14 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,7 +91,8 @@ func TestServesTLS(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	h, err := hub.New(ctx, hub.Options{DataDir: filepath.Join(dir, "data"), AdminToken: "sba_t", TLSCert: certFile, TLSKey: keyFile, Addr: "127.0.0.1:0"})
+	const bodyTimeout = 200 * time.Millisecond
+	h, err := hub.New(ctx, hub.Options{DataDir: filepath.Join(dir, "data"), AdminToken: "sba_t", TLSCert: certFile, TLSKey: keyFile, Addr: "127.0.0.1:0", BodyTimeout: bodyTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,6 +119,38 @@ func TestServesTLS(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || resp.Header.Get("Strict-Transport-Security") == "" {
 		t.Fatalf("https answer %d, HSTS %q", resp.StatusCode, resp.Header.Get("Strict-Transport-Security"))
+	}
+	// HTTP/2 (over TLS) bodies are bounded by the body deadline too, and
+	// one that arrived in time leaves the connection's later streams be.
+	c2 := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}, Timeout: 5 * time.Second}
+	for i := range 2 {
+		req, _ := http.NewRequest(http.MethodPost, "https://"+ln.Addr().String()+"/atp/register", strings.NewReader(`{"agent_id":"h2-`+strconv.Itoa(i)+`"}`))
+		req.Header.Set("Authorization", "Bearer sba_t")
+		req.Header.Set("Content-Type", "application/json")
+		r, err := c2.Do(req)
+		if err != nil {
+			t.Fatalf("POST over HTTP/2: %v", err)
+		}
+		r.Body.Close()
+		if r.StatusCode != 200 || r.ProtoMajor != 2 {
+			t.Fatalf("POST over HTTP/2: %d %s", r.StatusCode, r.Proto)
+		}
+		time.Sleep(3 * bodyTimeout)
+	}
+	// A body trickled over HTTP/2 is cut off at the deadline as well.
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	req, _ := http.NewRequest(http.MethodPost, "https://"+ln.Addr().String()+"/atp/register", pr)
+	req.Header.Set("Authorization", "Bearer sba_t")
+	req.Header.Set("Content-Type", "application/json")
+	go func() { _, _ = io.WriteString(pw, `{"agent_id":`) }()
+	r, err := c2.Do(req)
+	if err != nil {
+		t.Fatalf("trickled POST over HTTP/2: %v", err)
+	}
+	r.Body.Close()
+	if r.StatusCode != http.StatusRequestTimeout || r.ProtoMajor != 2 {
+		t.Fatalf("trickled POST over HTTP/2: %d %s, want 408", r.StatusCode, r.Proto)
 	}
 	if _, err := http.Get("http://" + ln.Addr().String() + "/healthz"); err == nil {
 		if r2, _ := http.Get("http://" + ln.Addr().String() + "/healthz"); r2 != nil && r2.StatusCode == 200 {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -191,8 +192,16 @@ func (s *Server) rpc(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opt.MaxBody))
 	if err != nil {
-		writeJSON(w, http.StatusRequestEntityTooLarge,
-			Response{Error: rpcErr(CodeInvalidRequest, "request body exceeds %d bytes", s.opt.MaxBody).withData(bodyVersion)})
+		status, e := http.StatusRequestEntityTooLarge, rpcErr(CodeInvalidRequest, "request body exceeds %d bytes", s.opt.MaxBody)
+		if !errors.As(err, new(*http.MaxBytesError)) {
+			// Cut off or too slow (the hub's --body-timeout): not a size
+			// problem.
+			status, e = http.StatusBadRequest, rpcErr(CodeInvalidRequest, "the request body could not be read")
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				status, e = http.StatusRequestTimeout, rpcErr(CodeInvalidRequest, "the request body did not arrive in time")
+			}
+		}
+		writeJSON(w, status, Response{Error: e.withData(bodyVersion)})
 		return
 	}
 	reqs, errs, batch, perr := ParseBody(body)

@@ -331,3 +331,74 @@ func TestCards(t *testing.T) {
 		t.Errorf("hub directory = %v", hubCard["agents"])
 	}
 }
+
+// TestStreamOutlivesBodyTimeout: the hub bounds how long a request body may
+// take to arrive, and a POST that opens an event stream has a body; the
+// stream must go on long after that bound once the body is in.
+func TestStreamOutlivesBodyTimeout(t *testing.T) {
+	const bodyTimeout = 200 * time.Millisecond
+	_, base := hubtest.Start(t, hub.Options{Dev: true, BodyTimeout: bodyTimeout})
+	w := startWorker(t, 200, `{"status":"accepted"}`)
+	register(t, base, "slow", w.srv.URL, nil)
+	register(t, base, "a2a-client", "", nil)
+
+	body := strings.Replace(send("stream"), `"SendMessage"`, `"SendStreamingMessage"`, 1)
+	req, _ := http.NewRequest(http.MethodPost, base+"/a2a/slow", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("A2A-Version", "1.0")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || !strings.HasPrefix(ct, "text/event-stream") {
+		t.Fatalf("stream answer %d %q", resp.StatusCode, ct)
+	}
+	events := make(chan string, 16)
+	go func() {
+		defer close(events)
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := resp.Body.Read(buf)
+			if n > 0 {
+				events <- string(buf[:n])
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var env map[string]any
+	for i := 0; i < 250 && env == nil; i++ {
+		time.Sleep(20 * time.Millisecond)
+		env = w.last()
+	}
+	if env == nil {
+		t.Fatal("the worker never got the message")
+	}
+	time.Sleep(3 * bodyTimeout) // well past the body's deadline
+	b, _ := json.Marshal(map[string]any{"atp_version": "1.0", "sender": "slow", "receiver": "a2a-client", "type": "result",
+		"correlation_id": env["message_id"], "payload": map[string]string{"text": "late"}})
+	r2, err := http.Post(base+"/atp/send", "application/json", bytes.NewReader(b))
+	if err != nil || r2.StatusCode != 200 {
+		t.Fatalf("send result: %v %v", err, r2)
+	}
+	r2.Body.Close()
+	var seen strings.Builder
+	timeout := time.After(10 * time.Second)
+	for !strings.Contains(seen.String(), "TASK_STATE_COMPLETED") {
+		select {
+		case e, ok := <-events:
+			if !ok {
+				t.Fatalf("the stream ended before the task completed; it carried %s", seen.String())
+			}
+			seen.WriteString(e)
+		case <-timeout:
+			t.Fatalf("no completion on the stream; it carried %s", seen.String())
+		}
+	}
+	if !strings.Contains(seen.String(), "late") {
+		t.Fatalf("the completion lacks the result: %s", seen.String())
+	}
+}

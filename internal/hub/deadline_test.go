@@ -1,0 +1,135 @@
+package hub_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-hub/switchboard/internal/hub"
+	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
+)
+
+// TestBodyDeadline: a request body that is still arriving at the hub's
+// body timeout is answered 408 and its connection closed, while a body
+// that arrived in time lifts the deadline for the rest of the request and
+// for the next request on the connection.
+func TestBodyDeadline(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	h, base := hubtest.Start(t, hub.Options{Dev: true, BodyTimeout: timeout})
+	addr := strings.TrimPrefix(base, "http://")
+	// A handler that outlives the deadline after reading its body, and
+	// reports whether its request's context was cancelled meanwhile.
+	h.Mux.HandleFunc("POST /test/after-body", func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.ReadAll(r.Body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			http.Error(w, "context cancelled after the body was read", http.StatusGone)
+		case <-time.After(3 * timeout):
+			_, _ = io.WriteString(w, "alive")
+		}
+	})
+	dial := func(t *testing.T) (net.Conn, *bufio.Reader) {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second)) // the test's own bound
+		return c, bufio.NewReader(c)
+	}
+
+	t.Run("trickled body", func(t *testing.T) {
+		c, br := dial(t)
+		body := `{"agent_id":"trickle"}`
+		if _, err := io.WriteString(c, "POST /atp/register HTTP/1.1\r\nHost: hub\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"+body[:5]); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("no answer to a body that stopped arriving: %v", err)
+		}
+		var e struct {
+			Error      string `json:"error"`
+			StatusCode int    `json:"status_code"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestTimeout || e.Error != "request_timeout" || e.StatusCode != 408 {
+			t.Fatalf("answer %d %+v, want 408 request_timeout", resp.StatusCode, e)
+		}
+		if _, err := br.ReadByte(); err == nil {
+			t.Fatal("the connection stayed open after a body timed out")
+		}
+		// Nothing was registered.
+		r, err := http.Get(base + "/atp/agents/trickle")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		if r.StatusCode != http.StatusNotFound {
+			t.Fatalf("agent of the timed-out registration: %d", r.StatusCode)
+		}
+	})
+
+	t.Run("trickled JSON-RPC body", func(t *testing.T) {
+		r, err := http.Post(base+"/atp/register", "application/json", strings.NewReader(`{"agent_id":"rpc-target"}`))
+		if err != nil || r.StatusCode != 200 {
+			t.Fatalf("register: %v %v", err, r)
+		}
+		r.Body.Close()
+		c, br := dial(t)
+		if _, err := io.WriteString(c, "POST /a2a/rpc-target HTTP/1.1\r\nHost: hub\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\""); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("no answer to a body that stopped arriving: %v", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), "did not arrive in time") || !strings.Contains(string(b), `"code":-32600`) {
+			t.Fatalf("answer %d %s, want 408 with a JSON-RPC invalid request", resp.StatusCode, b)
+		}
+	})
+
+	t.Run("body in time, handler past the deadline", func(t *testing.T) {
+		c, br := dial(t)
+		post := func(path, body string) (int, string) {
+			t.Helper()
+			if _, err := io.WriteString(c, "POST "+path+" HTTP/1.1\r\nHost: hub\r\nContent-Type: application/json\r\nContent-Length: "+
+				itoa(len(body))+"\r\n\r\n"+body); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			return resp.StatusCode, string(b)
+		}
+		if code, b := post("/test/after-body", "{}"); code != 200 || b != "alive" {
+			t.Fatalf("handler after its body: %d %s", code, b)
+		}
+		// The same connection, idle well past the deadline, serves the
+		// next request.
+		time.Sleep(3 * timeout)
+		if code, b := post("/atp/register", `{"agent_id":"next"}`); code != 200 {
+			t.Fatalf("next request on the connection: %d %s", code, b)
+		}
+	})
+}
+
+func itoa(n int) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}

@@ -189,7 +189,7 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	a2aReg.Mount(h.Mux)
 	go a2aReg.Run(ctx)
 	h.AMP = amp.New(&ampstore.Store{Records: st, Clock: clock})
-	ampHandler := ampapi.New(h.AMP)
+	ampHandler := ampapi.New(h.AMP, h.log)
 	h.Mux.Handle("GET /v4/amp", ampHandler)
 	// A tick writes the session's state: with auth on it needs a
 	// credential, like every other write.

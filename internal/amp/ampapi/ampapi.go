@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 
 	"github.com/switchboard-hub/switchboard/internal/amp"
@@ -90,12 +91,18 @@ type Error struct {
 type Handler struct {
 	engine *amp.Engine
 	mux    *http.ServeMux
+	log    *slog.Logger
 }
 
 // New returns the handler for engine, serving GET /v4/amp and
-// POST /v4/tick. Mount it at the server root (or strip nothing).
-func New(engine *amp.Engine) http.Handler {
-	h := &Handler{engine: engine, mux: http.NewServeMux()}
+// POST /v4/tick. Mount it at the server root (or strip nothing). Ticks the
+// engine fails are logged to log (slog.Default() when nil); the caller is
+// told only that the tick failed.
+func New(engine *amp.Engine, log *slog.Logger) http.Handler {
+	if log == nil {
+		log = slog.Default()
+	}
+	h := &Handler{engine: engine, mux: http.NewServeMux(), log: log}
 	h.mux.HandleFunc(PathSpec, h.spec)
 	h.mux.HandleFunc(PathTick, h.tick)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -168,7 +175,10 @@ func (h *Handler) tick(w http.ResponseWriter, r *http.Request) {
 		Result: req.Result, Success: req.Success, Source: req.Source, Trigger: req.Trigger, Summary: req.Summary, Force: req.Force,
 	})
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "tick_failed", err.Error())
+		// The cause (a store's error, with its paths or queries) is for
+		// the operator, not the caller.
+		h.log.ErrorContext(r.Context(), "amp tick failed", "session_id", req.SessionID, "event", string(ev), "err", err)
+		writeError(w, http.StatusInternalServerError, "tick_failed", "the engine could not take the tick; the hub's log has the cause")
 		return
 	}
 	writeJSON(w, http.StatusOK, TickResponse{Envelope: res.Envelope, SessionID: req.SessionID, Event: string(ev),

@@ -1,10 +1,14 @@
 package ampapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -17,7 +21,7 @@ func newServer(t *testing.T) (*httptest.Server, *amp.MemoryStore) {
 	t.Helper()
 	store := amp.NewMemoryStore()
 	clock := amp.ClockFunc(func() time.Time { return time.Date(2026, 9, 12, 10, 0, 0, 0, time.UTC) })
-	srv := httptest.NewServer(New(amp.New(store, amp.WithClock(clock))))
+	srv := httptest.NewServer(New(amp.New(store, amp.WithClock(clock)), nil))
 	t.Cleanup(srv.Close)
 	return srv, store
 }
@@ -157,5 +161,33 @@ func TestTickResponseMarshal(t *testing.T) {
 	want := `{"spec":"AMP/0.1","events":[],"blocks":[],"gate":"none","state":{"pressure":0,"arena":false,"dream":false,"happened":false,"role":"none"},"session_id":"s","event":"Manual"}`
 	if string(data) != want {
 		t.Fatalf("got  %s\nwant %s", data, want)
+	}
+}
+
+// TestTickFailureIsLoggedNotEchoed: when the engine cannot take a tick (here
+// its file store cannot create its directory, under a regular file) the
+// caller gets 500 tick_failed without the cause, which goes to the log.
+func TestTickFailureIsLoggedNotEchoed(t *testing.T) {
+	blocker := filepath.Join(t.TempDir(), "not-a-directory")
+	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	srv := httptest.NewServer(New(amp.New(amp.NewFileStore(filepath.Join(blocker, "sessions"))), log))
+	t.Cleanup(srv.Close)
+	code, _, body := do(t, http.MethodPost, srv.URL+PathTick, `{"session_id":"s1","event":"SessionStart"}`)
+	var e Error
+	if err := json.Unmarshal(body, &e); err != nil {
+		t.Fatalf("%s: %v", body, err)
+	}
+	if code != http.StatusInternalServerError || e.Error != "tick_failed" || e.StatusCode != 500 || e.Message == "" {
+		t.Fatalf("%d %+v, want 500 tick_failed", code, e)
+	}
+	if strings.Contains(string(body), "not-a-directory") {
+		t.Fatalf("the answer shows the store's path: %s", body)
+	}
+	if l := logged.String(); !strings.Contains(l, "amp tick failed") || !strings.Contains(l, "not-a-directory") || !strings.Contains(l, "session_id=s1") {
+		t.Fatalf("the log lacks the cause: %q", l)
 	}
 }

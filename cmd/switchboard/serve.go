@@ -57,9 +57,7 @@ func runServe(ctx context.Context, args []string, s stdio) int {
 		fmt.Fprintln(s.err, "serve: --tls-cert and --tls-key go together")
 		return exitUsage
 	}
-	if o.BodyTimeout <= 0 {
-		o.BodyTimeout = -1 // the flag's 0 is "no limit"; the hub's is its default
-	}
+	o.BodyTimeout = hubBodyTimeout(o.BodyTimeout)
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
 		fmt.Fprintf(s.err, "serve: bad --log-level: %v\n", err)
@@ -143,6 +141,15 @@ func servePprof(ctx context.Context, addr string) error {
 	go func() { <-ctx.Done(); srv.Close() }()
 	go func() { _ = srv.Serve(ln) }()
 	return nil
+}
+
+// hubBodyTimeout is hub.Options.BodyTimeout for the --body-timeout flag,
+// whose 0 means no limit (the option's 0 means its default).
+func hubBodyTimeout(flag time.Duration) time.Duration {
+	if flag <= 0 {
+		return -1
+	}
+	return flag
 }
 
 func storeName(o hub.Options) string {

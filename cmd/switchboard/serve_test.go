@@ -1,0 +1,60 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/switchboard-hub/switchboard/internal/hub"
+	"github.com/switchboard-hub/switchboard/internal/proctest"
+)
+
+// TestServeBodyTimeoutFlag: serve's --body-timeout reaches the hub: a
+// trickled body is cut off with 408 after it, and 0 lifts the bound (which
+// the hub's option writes as a negative duration: its 0 is the default).
+func TestServeBodyTimeoutFlag(t *testing.T) {
+	for flag, want := range map[time.Duration]time.Duration{0: -1, -time.Second: -1, time.Second: time.Second, hub.DefaultBodyTimeout: hub.DefaultBodyTimeout} {
+		if got := hubBodyTimeout(flag); got != want {
+			t.Errorf("--body-timeout %v gives the hub %v, want %v", flag, got, want)
+		}
+	}
+	const wait = 3 * time.Second // ten times the bound of the first case
+	cases := []struct {
+		flag string
+		cut  bool
+	}{
+		{"300ms", true},
+		{"0", false},
+	}
+	for _, c := range cases {
+		t.Run(c.flag, func(t *testing.T) {
+			addr := proctest.FreeAddr(t)
+			proctest.StartHub(t, addr, "--dev", "--data", t.TempDir(), "--body-timeout", c.flag)
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if _, err := io.WriteString(conn, "POST /atp/register HTTP/1.1\r\nHost: hub\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n{\"agent_id\""); err != nil {
+				t.Fatal(err)
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(wait))
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			switch {
+			case c.cut && err != nil:
+				t.Fatalf("no answer to a trickled body: %v", err)
+			case c.cut && resp.StatusCode != http.StatusRequestTimeout:
+				t.Fatalf("answer %d, want 408", resp.StatusCode)
+			case !c.cut && err == nil:
+				t.Fatalf("answer %d to a body still arriving, with no body timeout", resp.StatusCode)
+			case !c.cut && !errors.Is(err, os.ErrDeadlineExceeded):
+				t.Fatalf("with no body timeout the hub still waits for the body; instead: %v", err)
+			}
+		})
+	}
+}

@@ -145,13 +145,10 @@ func (h *Handler) tick(w http.ResponseWriter, r *http.Request) {
 	}
 	var req TickRequest
 	if len(bytes.TrimSpace(body)) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(body))
-		if err := dec.Decode(&req); err != nil {
+		// Unmarshal takes one value and white space around it, nothing
+		// after it.
+		if err := json.Unmarshal(body, &req); err != nil {
 			writeError(w, http.StatusBadRequest, "invalid_json", "the body is not a valid tick request: "+err.Error())
-			return
-		}
-		if _, err := dec.Token(); err != io.EOF { // (More would let a stray } or ] through)
-			writeError(w, http.StatusBadRequest, "invalid_json", "trailing data after the JSON object")
 			return
 		}
 		if key, dup := jsonvalue.DuplicateKey(body); dup {

@@ -172,6 +172,9 @@ func (h *Handler) tick(w http.ResponseWriter, r *http.Request) {
 		Result: req.Result, Success: req.Success, Source: req.Source, Trigger: req.Trigger, Summary: req.Summary, Force: req.Force,
 	})
 	if err != nil {
+		if r.Context().Err() != nil {
+			return // the caller went away: no one to answer, nothing wrong here
+		}
 		// The cause (a store's error, with its paths or queries) is for
 		// the operator, not the caller.
 		h.log.ErrorContext(r.Context(), "amp tick failed", "session_id", req.SessionID, "event", string(ev), "err", err)

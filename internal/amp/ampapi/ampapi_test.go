@@ -2,6 +2,7 @@ package ampapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -189,5 +190,17 @@ func TestTickFailureIsLoggedNotEchoed(t *testing.T) {
 	}
 	if l := logged.String(); !strings.Contains(l, "amp tick failed") || !strings.Contains(l, "not-a-directory") || !strings.Contains(l, "session_id=s1") {
 		t.Fatalf("the log lacks the cause: %q", l)
+	}
+
+	// A caller that went away is not a failure of the hub: no answer, no
+	// error in the log.
+	logged.Reset()
+	quiet := New(amp.New(amp.NewMemoryStore()), log)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rec := httptest.NewRecorder()
+	quiet.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, PathTick, strings.NewReader(`{"session_id":"s2","event":"Stop"}`)).WithContext(ctx))
+	if rec.Body.Len() != 0 || logged.Len() != 0 {
+		t.Fatalf("tick for a caller that went away: answered %q, logged %q", rec.Body, logged.String())
 	}
 }

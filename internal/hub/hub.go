@@ -213,7 +213,8 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 		limit = 1000
 	}
 	limiter := ratelimit.New(limit, opt.RateBurst)
-	h.Handler = authenticated(authn, rateLimited(limiter, secureHeaders(unrouted(h.Mux), opt.TLSCert != "")))
+	// Security headers outermost, so refusals (401, 429) carry them too.
+	h.Handler = secureHeaders(authenticated(authn, limiter, rateLimited(limiter, unrouted(h.Mux))), opt.TLSCert != "")
 	h.Handler = tracing.Middleware(h.Handler)
 	if d := cmp.Or(opt.BodyTimeout, DefaultBodyTimeout); d > 0 {
 		h.Handler = bodyDeadline(d, h.Handler)

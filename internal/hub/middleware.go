@@ -27,19 +27,29 @@ func rateLimited(l *ratelimit.Limiter, next http.Handler) http.Handler {
 		}
 		key := "agent:" + p.AgentID
 		if p.AgentID == "" {
-			host, _, err := net.SplitHostPort(r.RemoteAddr)
-			if err != nil {
-				host = r.RemoteAddr
-			}
-			key = "addr:" + host
+			key = addrKey(r)
 		}
 		if ok, wait := l.Allow(key); !ok {
-			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-			httperr.Write(w, http.StatusTooManyRequests, httperr.CodeRateLimited, "request rate limit exceeded; retry later")
+			tooManyRequests(w, wait)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// addrKey is the rate limiter's key for a caller known only by its
+// address.
+func addrKey(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return "addr:" + host
+}
+
+func tooManyRequests(w http.ResponseWriter, wait time.Duration) {
+	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+	httperr.Write(w, http.StatusTooManyRequests, httperr.CodeRateLimited, "request rate limit exceeded; retry later")
 }
 
 // bodyDeadline bounds how long a request body may take to arrive. Without
@@ -116,10 +126,20 @@ func secureHeaders(next http.Handler, tls bool) http.Handler {
 // with the error, and puts its principal in its context, with its
 // traceparent for adapters whose messages are made far from the request
 // (A2A, MCP): one derived request carries both.
-func authenticated(a *auth.Authenticator, next http.Handler) http.Handler {
+//
+// A request whose credential is refused counts against its address's rate,
+// as an anonymous request would: without that, requests with made-up
+// tokens (each one a store lookup) would be the one kind no limit bounds.
+func authenticated(a *auth.Authenticator, l *ratelimit.Limiter, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := a.Authenticate(r)
 		if err != nil {
+			if errors.Is(err, auth.ErrUnauthenticated) {
+				if ok, wait := l.Allow(addrKey(r)); !ok {
+					tooManyRequests(w, wait)
+					return
+				}
+			}
 			httperr.From(w, err)
 			return
 		}

@@ -66,6 +66,34 @@ func TestRateLimitAndHeaders(t *testing.T) {
 	}
 }
 
+// TestRefusedCredentialsAreRateLimited: requests with a token the hub
+// does not know count against their address like anonymous ones, so
+// made-up tokens meet the limit too; the refusals carry the security
+// headers.
+func TestRefusedCredentialsAreRateLimited(t *testing.T) {
+	_, base := hubtest.Start(t, hub.Options{RateLimit: 5, RateBurst: 5})
+	codes := map[int]int{}
+	for i := range 8 {
+		req, _ := http.NewRequest("GET", base+"/atp/agents", nil)
+		req.Header.Set("Authorization", "Bearer sbk_made-up-"+strconv.Itoa(i))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		codes[resp.StatusCode]++
+		if resp.StatusCode == http.StatusTooManyRequests && resp.Header.Get("Retry-After") == "" {
+			t.Fatal("429 without Retry-After")
+		}
+		if got := resp.Header.Get("X-Frame-Options"); got != "DENY" {
+			t.Fatalf("a %d refusal without the security headers (X-Frame-Options %q)", resp.StatusCode, got)
+		}
+	}
+	if codes[401] != 5 || codes[429] != 3 {
+		t.Fatalf("made-up tokens from one address at burst 5: %v, want 5×401 then 3×429", codes)
+	}
+}
+
 func TestDevRefusedOffLoopback(t *testing.T) {
 	if _, err := hub.New(t.Context(), hub.Options{Dev: true, Addr: "0.0.0.0:8080", DataDir: t.TempDir()}); err == nil {
 		t.Fatal("--dev on a public address must be refused")

@@ -34,6 +34,7 @@ func runServe(ctx context.Context, args []string, s stdio) int {
 	fs.DurationVar(&o.Relay.Retention, "retention", 24*time.Hour, "how long receipts of finished messages are kept")
 	fs.DurationVar(&o.Relay.DeliverTimout, "deliver-timeout", 10*time.Second, "how long one delivery attempt may take before it counts as failed and is retried")
 	fs.IntVar(&o.Relay.MaxQueue, "max-queue", 100000, "queued messages per receiver before sends are refused with 429 (-1: no limit)")
+	fs.IntVar(&o.Relay.MaxStreams, "max-streams", 16, "event streams (GET /atp/stream) one agent may hold open on this hub; opening one more ends the oldest (-1: no limit)")
 	fs.DurationVar(&o.Relay.ClaimLease, "claim-lease", 30*time.Second, "how long an instance owns the delivery lanes it claimed (renewed as it delivers; at least 10/9 of --deliver-timeout); another instance takes over a crashed one's lanes after it")
 	fs.StringVar(&o.Sync, "sync", "full", "embedded store durability: full (fsync every commit: survives power loss) or normal (survives kill -9 of the hub, not a machine crash; faster)")
 	fs.BoolVar(&o.NoSync, "no-sync", false, "do not fsync the embedded store (benchmarks only: a crash can lose accepted messages)")

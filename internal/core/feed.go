@@ -27,17 +27,42 @@ type Feed struct {
 	msgs   []*Message
 	closed bool
 	ready  chan struct{} // gets a token at each hand-off (one may outlive a Take)
+	ended  chan struct{} // closed when a newer stream of the receiver takes the feed's place
 }
 
 // Attach opens a feed for a stream of receiver whose pulls lease messages
 // for visibility. Detach it when the stream ends.
+//
+// A receiver holds at most Config.MaxStreams feeds on one instance: at that
+// number, Attach ends the oldest (its Ended channel closes, and its stream
+// should stop). Each stream costs a connection, a goroutine and a pull of
+// the store a second; a client that reconnects without closing its old
+// streams, or whose old connections died without a word (the hub learns of
+// that only when a write fails), would otherwise pile them up. Ending the
+// oldest rather than refusing the newest lets such a client back in at
+// once. What the ended stream had not written out is pulled again when its
+// lease runs out, as for any dropped stream.
 func (r *Relay) Attach(receiver string, visibility time.Duration) *Feed {
-	f := &Feed{receiver: receiver, visibility: visibility, ready: make(chan struct{}, 1)}
+	f := &Feed{receiver: receiver, visibility: visibility, ready: make(chan struct{}, 1), ended: make(chan struct{})}
 	r.feedMu.Lock()
-	r.feeds[receiver] = append(r.feeds[receiver], f)
+	fs := r.feeds[receiver]
+	var oldest *Feed
+	if r.cfg.MaxStreams > 0 && len(fs) >= r.cfg.MaxStreams {
+		oldest = fs[0]
+		fs = slices.Delete(fs, 0, 1)
+	}
+	r.feeds[receiver] = append(fs, f)
 	r.feedMu.Unlock()
+	if oldest != nil {
+		oldest.close()
+		close(oldest.ended)
+	}
 	return f
 }
+
+// Ended returns a channel that is closed when a newer stream of the same
+// receiver has taken the feed's place (see Attach).
+func (f *Feed) Ended() <-chan struct{} { return f.ended }
 
 // Detach closes f: no message is handed to it after Detach returns, save
 // one whose hand-off was already under way (it is pulled again when its
@@ -51,6 +76,11 @@ func (r *Relay) Detach(f *Feed) {
 		r.feeds[f.receiver] = fs
 	}
 	r.feedMu.Unlock()
+	f.close()
+}
+
+// close makes f take no more messages and drops those it holds.
+func (f *Feed) close() {
 	f.mu.Lock()
 	f.closed = true
 	f.msgs = nil

@@ -76,6 +76,7 @@ type Config struct {
 	MaxQueue      int           // queued messages per receiver, below 0 no limit [100000]
 	Skew          time.Duration // sender clock tolerance for "expired" [2s]
 	MaxParts      int           // content parts per message [64]
+	MaxStreams    int           // streams one receiver may hold open on one instance (one more ends the oldest), below 0 no limit [16]
 	Owner         string        // this instance's claim owner name [random]
 }
 
@@ -110,6 +111,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxQueue == 0 {
 		c.MaxQueue = 100000
+	}
+	if c.MaxStreams == 0 {
+		c.MaxStreams = 16
 	}
 	if c.Owner == "" {
 		c.Owner = "hub-" + NewID()[:12]

@@ -763,3 +763,58 @@ func TestLaneAttemptsStayWithinTheClaim(t *testing.T) {
 		t.Fatalf("delivered %v, want each once in order %v", got, want)
 	}
 }
+
+// TestStreamsPerReceiver: a receiver holds at most MaxStreams feeds on one
+// instance; one more ends the oldest (its Ended channel closes), the others
+// stay, and other receivers have their own count.
+func TestStreamsPerReceiver(t *testing.T) {
+	ended := func(f *core.Feed) bool {
+		select {
+		case <-f.Ended():
+			return true
+		default:
+			return false
+		}
+	}
+	cases := []struct {
+		name string
+		max  int
+		keep int // feeds kept open of 40 (40: no limit)
+	}{
+		{"default", 0, 16},
+		{"two", 2, 2},
+		{"no limit", -1, 40},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, core.Config{MaxStreams: c.max})
+			other := f.relay.Attach("planner", time.Minute)
+			var feeds []*core.Feed
+			for range 40 {
+				feeds = append(feeds, f.relay.Attach("worker", time.Minute))
+			}
+			for i, feed := range feeds {
+				if want := i < len(feeds)-c.keep; ended(feed) != want {
+					t.Fatalf("feed %d of 40 ended: %v, want %v", i+1, ended(feed), want)
+				}
+			}
+			if ended(other) {
+				t.Fatal("another receiver's feed was ended")
+			}
+			if c.keep == 40 {
+				return
+			}
+			// Closing a live stream makes room: the next one ends no other.
+			f.relay.Detach(feeds[len(feeds)-1])
+			next := f.relay.Attach("worker", time.Minute)
+			for _, feed := range feeds[len(feeds)-c.keep : len(feeds)-1] {
+				if ended(feed) {
+					t.Fatal("a stream was ended though one had closed")
+				}
+			}
+			if ended(next) {
+				t.Fatal("the newest stream was ended")
+			}
+		})
+	}
+}

@@ -707,21 +707,33 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		httperr.Write(w, http.StatusInternalServerError, httperr.CodeInternal, "streaming unsupported")
 		return
 	}
+	feed := s.relay.Attach(id, vis)
+	defer s.relay.Detach(feed)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	fmt.Fprint(w, ": switchboard stream\n\n")
 	fl.Flush()
 	ctx := r.Context()
-	feed := s.relay.Attach(id, vis)
-	defer s.relay.Detach(feed)
 	keep := time.NewTicker(15 * time.Second)
 	defer keep.Stop()
 	// A pull at least every second finds leases that ran out and work
 	// another instance made due without a notification.
 	poll := time.NewTicker(time.Second)
 	defer poll.Stop()
+	// replaced ends the stream when a newer one of the agent took its
+	// place (core.Relay.Attach), saying so in a comment line.
+	replaced := func() {
+		fmt.Fprint(w, ": closed: a newer stream of this agent took its place\n\n")
+		fl.Flush()
+	}
 	for {
+		select {
+		case <-feed.Ended():
+			replaced()
+			return
+		default:
+		}
 		due := s.relay.Due(id) // before pulling, so no wake-up is missed
 		ms, err := s.relay.Pull(ctx, id, pullBatch, vis, false)
 		if err != nil {
@@ -742,6 +754,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		for {
 			select {
 			case <-ctx.Done():
+				return
+			case <-feed.Ended():
+				replaced()
 				return
 			case <-feed.Ready():
 				writeEvents(w, fl, feed.Take())

@@ -8,11 +8,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
 )
@@ -390,4 +392,84 @@ func TestIdentityBinding(t *testing.T) {
 		t.Fatalf("bob reads his own queue: %s", r.raw)
 	}
 	_ = context.Background()
+}
+
+// TestStreamsPerAgent: an agent may hold --max-streams event streams open;
+// opening one more ends the oldest (which says why), and the newest work.
+func TestStreamsPerAgent(t *testing.T) {
+	_, base := hubtest.Start(t, hub.Options{Dev: true, Relay: core.Config{MaxStreams: 2}})
+	call(t, "POST", base+"/atp/register", "", map[string]any{"agent_id": "reader", "delivery": "stream"})
+	call(t, "POST", base+"/atp/register", "", map[string]any{"agent_id": "writer"})
+	type stream struct {
+		ended chan string // what the stream carried, once it ended
+		data  *strings.Builder
+		mu    *sync.Mutex
+	}
+	open := func() stream {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/atp/stream/reader", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cancel(); resp.Body.Close() })
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+			t.Fatalf("stream: %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		st := stream{ended: make(chan string, 1), data: &strings.Builder{}, mu: &sync.Mutex{}}
+		go func() {
+			buf := make([]byte, 4096)
+			for {
+				n, err := resp.Body.Read(buf)
+				st.mu.Lock()
+				st.data.Write(buf[:n])
+				all := st.data.String()
+				st.mu.Unlock()
+				if err != nil {
+					st.ended <- all
+					return
+				}
+			}
+		}()
+		return st
+	}
+	first, second := open(), open()
+	third := open()
+	select {
+	case got := <-first.ended:
+		if !strings.Contains(got, "a newer stream of this agent took its place") {
+			t.Fatalf("the oldest stream ended without saying why: %q", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the oldest stream was not ended when a third opened")
+	}
+	// The two newest carry messages sent now.
+	for i := range 4 {
+		if r := call(t, "POST", base+"/atp/send", "", map[string]any{"message_id": "s" + strconv.Itoa(i), "sender": "writer", "receiver": "reader", "type": "t", "payload": map[string]any{}}); r.status != 200 {
+			t.Fatalf("send: %s", r.raw)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var seen int
+		for _, st := range []stream{second, third} {
+			st.mu.Lock()
+			seen += strings.Count(st.data.String(), "event: message")
+			st.mu.Unlock()
+		}
+		if seen >= 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the open streams carried %d of 4 messages", seen)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case got := <-second.ended:
+		t.Fatalf("the second stream ended too: %q", got)
+	default:
+	}
 }

@@ -22,12 +22,41 @@ import (
 // not valid JSON the answer is meaningless, but DuplicateKey does not
 // panic and its time stays linear in len(data).
 func DuplicateKey(data []byte) (string, bool) {
-	// Room for the usual body on the stack: no allocation unless an
-	// object nests deeper or has more keys.
-	var keys [2 * smallObject][]byte
-	var frames [8]dupFrame
-	d := dupScanner{data: data, keys: keys[:0], frames: frames[:0]}
-	return d.scan()
+	// The usual body's keys and nesting fit in these arrays, which stay on
+	// the stack (the scan appends to local slices only).
+	var keyBuf [2 * smallObject]dupKey
+	var frameBuf [8]dupFrame
+	keys, frames := keyBuf[:0], frameBuf[:0] // the keys of the open objects; the open objects and arrays
+	for i := 0; i < len(data); {
+		switch data[i] {
+		case '{':
+			frames = append(frames, dupFrame{object: true, fold: len(frames) == 0, start: len(keys)})
+			i++
+		case '[':
+			frames = append(frames, dupFrame{})
+			i++
+		case '}', ']':
+			if n := len(frames); n > 0 {
+				if f := frames[n-1]; f.object {
+					keys = keys[:f.start]
+				}
+				frames = frames[:n-1]
+			}
+			i++
+		case '"':
+			var raw []byte
+			raw, i = str(data, i)
+			if n := len(frames); n > 0 && frames[n-1].object && nextIsColon(data, i) {
+				var dup bool
+				if keys, dup = addKey(keys, &frames[n-1], raw); dup {
+					return unescape(raw), true
+				}
+			}
+		default:
+			i++
+		}
+	}
+	return "", false
 }
 
 // smallObject is how many keys an object may have before its keys are
@@ -41,66 +70,43 @@ type dupFrame struct {
 	set    map[string]struct{} // its keys, once it has more than smallObject
 }
 
-type dupScanner struct {
-	data   []byte
-	i      int
-	keys   [][]byte // the raw keys (between the quotes) of the open objects
-	frames []dupFrame
+// dupKey is a key as written (between the quotes) and, once a comparison
+// has needed it, its canonical form: each key is unescaped and folded at
+// most once, so the scan stays linear whatever the keys are like.
+type dupKey struct {
+	raw   []byte
+	plain bool // raw stands for itself (see plain)
+	canon string
+	known bool // canon is set
 }
 
-func (d *dupScanner) scan() (string, bool) {
-	for d.i < len(d.data) {
-		c := d.data[d.i]
-		switch c {
-		case '{':
-			d.frames = append(d.frames, dupFrame{object: true, fold: len(d.frames) == 0, start: len(d.keys)})
-			d.i++
-		case '[':
-			d.frames = append(d.frames, dupFrame{})
-			d.i++
-		case '}', ']':
-			if n := len(d.frames); n > 0 {
-				if f := d.frames[n-1]; f.object {
-					d.keys = d.keys[:f.start]
-				}
-				d.frames = d.frames[:n-1]
-			}
-			d.i++
-		case '"':
-			raw := d.str()
-			if n := len(d.frames); n > 0 && d.frames[n-1].object && d.nextIsColon() {
-				if key, dup := d.add(&d.frames[n-1], raw); dup {
-					return key, true
-				}
-			}
-		default:
-			d.i++
-		}
+func (k *dupKey) canonical(fold bool) string {
+	if !k.known {
+		k.canon, k.known = canonicalKey(k.raw, fold), true
 	}
-	return "", false
+	return k.canon
 }
 
-// str skips the string starting at d.i and returns its raw contents.
-func (d *dupScanner) str() []byte {
-	start := d.i + 1
-	for j := start; j < len(d.data); j++ {
-		switch d.data[j] {
+// str returns the raw contents of the string whose opening quote is at
+// data[i], and the index just past its closing quote.
+func str(data []byte, i int) ([]byte, int) {
+	start := i + 1
+	for j := start; j < len(data); j++ {
+		switch data[j] {
 		case '\\':
 			j++
 		case '"':
-			d.i = j + 1
-			return d.data[start:j]
+			return data[start:j], j + 1
 		}
 	}
-	d.i = len(d.data)
-	return d.data[start:]
+	return data[start:], len(data)
 }
 
-// nextIsColon reports whether the next non-space byte is a colon, which
-// makes the string just read a key.
-func (d *dupScanner) nextIsColon() bool {
-	for j := d.i; j < len(d.data); j++ {
-		switch d.data[j] {
+// nextIsColon reports whether the next non-space byte from data[i] is a
+// colon, which makes the string just read a key.
+func nextIsColon(data []byte, i int) bool {
+	for ; i < len(data); i++ {
+		switch data[i] {
 		case ' ', '\t', '\r', '\n':
 		case ':':
 			return true
@@ -111,40 +117,44 @@ func (d *dupScanner) nextIsColon() bool {
 	return false
 }
 
-// add records raw as a key of object f, reporting whether f has it already.
-func (d *dupScanner) add(f *dupFrame, raw []byte) (string, bool) {
+// addKey records raw as a key of object f, whose keys end keys, reporting
+// whether f has it already.
+func addKey(keys []dupKey, f *dupFrame, raw []byte) ([]dupKey, bool) {
+	k := dupKey{raw: raw, plain: plain(raw)}
 	if f.set != nil {
-		k := canonicalKey(raw, f.fold)
-		if _, ok := f.set[k]; ok {
-			return unescape(raw), true
+		c := k.canonical(f.fold)
+		if _, ok := f.set[c]; ok {
+			return keys, true
 		}
-		f.set[k] = struct{}{}
-		return "", false
+		f.set[c] = struct{}{}
+		return keys, false
 	}
-	keys := d.keys[f.start:]
-	for _, k := range keys {
-		if sameKey(k, raw, f.fold) {
-			return unescape(raw), true
+	own := keys[f.start:]
+	for i := range own {
+		if sameKey(&own[i], &k, f.fold) {
+			return keys, true
 		}
 	}
-	d.keys = append(d.keys, raw)
-	if len(keys)+1 > smallObject {
+	keys = append(keys, k)
+	if len(own)+1 > smallObject {
 		f.set = make(map[string]struct{}, 2*smallObject)
-		for _, k := range d.keys[f.start:] {
-			f.set[canonicalKey(k, f.fold)] = struct{}{}
+		for i := f.start; i < len(keys); i++ {
+			f.set[keys[i].canonical(f.fold)] = struct{}{}
 		}
 	}
-	return "", false
+	return keys, false
 }
 
-func sameKey(a, b []byte, fold bool) bool {
-	if !plain(a) || !plain(b) {
-		return canonicalKey(a, fold) == canonicalKey(b, fold)
+// sameKey compares two keys on their bytes when both stand for
+// themselves, else on their canonical forms.
+func sameKey(a, b *dupKey, fold bool) bool {
+	if a.plain && b.plain {
+		if fold {
+			return bytes.EqualFold(a.raw, b.raw)
+		}
+		return bytes.Equal(a.raw, b.raw)
 	}
-	if fold {
-		return bytes.EqualFold(a, b)
-	}
-	return bytes.Equal(a, b)
+	return a.canonical(fold) == b.canonical(fold)
 }
 
 // canonicalKey is raw unescaped and, with fold, with every rune replaced

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -56,5 +57,55 @@ func TestServeBodyTimeoutFlag(t *testing.T) {
 				t.Fatalf("with no body timeout the hub still waits for the body; instead: %v", err)
 			}
 		})
+	}
+}
+
+// TestServeMaxConnsFlag: the real binary with --max-conns 2 serves two
+// held connections and closes a third unanswered.
+func TestServeMaxConnsFlag(t *testing.T) {
+	addr := proctest.FreeAddr(t)
+	proctest.StartHub(t, addr, "--dev", "--data", t.TempDir(), "--max-conns", "2")
+	http.DefaultClient.CloseIdleConnections() // the readiness probe's connection
+	get := func() (net.Conn, error) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: hub\r\n\r\n"); err != nil {
+			c.Close()
+			return nil, err
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			c.Close()
+			return nil, fmt.Errorf("answer %d", resp.StatusCode)
+		}
+		return c, nil
+	}
+	// Until the hub has seen the probe's connection close, it may still
+	// count it; so each held connection gets a few tries.
+	for i := range 2 {
+		var c net.Conn
+		var err error
+		for try := 0; try < 50; try++ {
+			if c, err = get(); err == nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("connection %d within --max-conns 2: %v", i+1, err)
+		}
+		defer c.Close()
+	}
+	if c, err := get(); err == nil {
+		c.Close()
+		t.Fatal("a third connection was served with --max-conns 2")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -132,4 +133,81 @@ func TestBodyDeadline(t *testing.T) {
 func itoa(n int) string {
 	b, _ := json.Marshal(n)
 	return string(b)
+}
+
+// TestMaxConns: a connection over the hub's bound is closed unanswered and
+// counted, the ones it holds are served, and a place freed by a closed
+// connection is taken by the next one.
+func TestMaxConns(t *testing.T) {
+	h, base := hubtest.Start(t, hub.Options{Dev: true, MaxConns: 2})
+	addr := strings.TrimPrefix(base, "http://")
+	// get makes a keep-alive request on c and returns its status, or the
+	// error of reading the answer.
+	get := func(c net.Conn) (int, error) {
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second)) // the test's own bound
+		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: hub\r\n\r\n"); err != nil {
+			return 0, err
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return 0, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	// metric reads a metric through the handler, taking no connection.
+	metric := func(name string) string {
+		rec := httptest.NewRecorder()
+		h.Handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		for _, line := range strings.Split(rec.Body.String(), "\n") {
+			if v, ok := strings.CutPrefix(line, "switchboard_"+name+" "); ok {
+				return v
+			}
+		}
+		t.Fatalf("no metric %s", name)
+		return ""
+	}
+
+	held := []net.Conn{dial(), dial()}
+	for i, c := range held {
+		if code, err := get(c); err != nil || code != http.StatusOK {
+			t.Fatalf("connection %d within the bound: %d, %v", i+1, code, err)
+		}
+	}
+	over := dial() // the kernel completes the handshake; the hub closes it
+	if code, err := get(over); err == nil {
+		t.Fatalf("a connection over the bound was answered %d", code)
+	}
+	if v := metric("connections_refused_total"); v != "1" {
+		t.Fatalf("connections_refused_total %s, want 1", v)
+	}
+	if v := metric("connections_open"); v != "2" {
+		t.Fatalf("connections_open %s, want 2", v)
+	}
+	if v := metric("connections_max"); v != "2" {
+		t.Fatalf("connections_max %s, want 2", v)
+	}
+	// The held connections are still served.
+	if code, err := get(held[1]); err != nil || code != http.StatusOK {
+		t.Fatalf("held connection after a refusal: %d, %v", code, err)
+	}
+	held[0].Close()
+	for deadline := time.Now().Add(10 * time.Second); metric("connections_open") != "1"; {
+		if time.Now().After(deadline) {
+			t.Fatalf("connections_open %s after a client closed, want 1", metric("connections_open"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code, err := get(dial()); err != nil || code != http.StatusOK {
+		t.Fatalf("a connection in the freed place: %d, %v", code, err)
+	}
 }

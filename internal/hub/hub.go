@@ -83,6 +83,10 @@ type Options struct {
 	// BodyTimeout bounds how long a request body may take to arrive (see
 	// bodyDeadline); 0 means DefaultBodyTimeout, negative means no limit.
 	BodyTimeout time.Duration
+	// MaxConns bounds the client connections held at once; one over it
+	// is closed unanswered. 0 means DefaultMaxConns (less if the
+	// process's open-file limit is lower), negative means no bound.
+	MaxConns int
 }
 
 // DefaultBodyTimeout is Options.BodyTimeout's default.
@@ -103,8 +107,9 @@ type Hub struct {
 	// enforces the SSRF policy.
 	Outbound *http.Client
 
-	opt Options
-	log *slog.Logger
+	opt   Options
+	log   *slog.Logger
+	conns *connCounter
 }
 
 // ErrDevNotLoopback refuses --dev on a non-loopback address.
@@ -166,7 +171,8 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	// deliverers: each protocol adapter adds its line above this marker.
 
 	h := &Hub{Relay: relay, Store: st, Mux: http.NewServeMux(), opt: opt, log: log, Outbound: client,
-		Creds: &auth.Credentials{Store: st, Clock: clock}}
+		Creds: &auth.Credentials{Store: st, Clock: clock},
+		conns: &connCounter{max: connLimit(opt.MaxConns, openFileLimit()), log: log}}
 	authn := &auth.Authenticator{Dev: opt.Dev, Creds: h.Creds}
 	if !opt.Dev {
 		tok, err := adminToken(opt)
@@ -199,6 +205,7 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	go mcpSrv.Watch(ctx)
 	met := metrics.New(relay, metrics.WithPublic(opt.MetricsPublic))
 	go met.Run(ctx)
+	h.conns.register(met.Registry())
 	h.Mux.Handle("GET /metrics", met.Handler())
 	dash, err := dashboard.New(relay, dashboard.Options{Dev: opt.Dev, AdminToken: h.AdminToken, Routes: h.Mux})
 	if err != nil {
@@ -360,6 +367,7 @@ func (h *Hub) Serve(ctx context.Context, ln net.Listener) error {
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = h.Relay.Run(rctx) }()
 	errc := make(chan error, 1)
+	ln = h.conns.listener(ln)
 	go func() {
 		if h.opt.TLSCert != "" {
 			errc <- srv.ServeTLS(ln, h.opt.TLSCert, h.opt.TLSKey)

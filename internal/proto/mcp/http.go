@@ -27,7 +27,8 @@ func (s *Server) Mount(mux *http.ServeMux) {
 // 2025-11-25 with sessions (Mcp-Session-Id, standalone SSE stream) and the
 // sessionless 2026-07-28 revision, chosen per request by the
 // MCP-Protocol-Version header (2026-era clients send it on every request,
-// server/discover included). Cross-origin browser requests are refused
+// server/discover included). Sessions are bounded in number, per caller
+// and in all (Options.MaxSessions, MaxSessionsPerCaller). Cross-origin browser requests are refused
 // with 403, and requests to a loopback listener naming another host are
 // refused (DNS rebinding).
 //
@@ -53,12 +54,13 @@ func (s *Server) Handler() http.Handler {
 		Logger:                       s.opt.Logger,
 		MaxRequestBodyBytes:          maxBody,
 	})
+	bounded := newSessionBound(s.srv, s.opt.MaxSessions, s.opt.MaxSessionsPerCaller).wrap(stateful)
 	byEra := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Mcp-Protocol-Version") >= StatelessVersion {
 			stateless.ServeHTTP(w, r)
 			return
 		}
-		stateful.ServeHTTP(w, r)
+		bounded.ServeHTTP(w, r)
 	})
 	return http.NewCrossOriginProtection().Handler(s.authenticate(byEra))
 }

@@ -38,6 +38,14 @@ type Options struct {
 	ProgressEvery time.Duration
 	// SessionTimeout closes idle Streamable HTTP sessions [1h].
 	SessionTimeout time.Duration
+	// MaxSessions bounds the Streamable HTTP sessions held at once, for
+	// all callers together; one more is refused with 503 (see
+	// sessionBound). 0 means DefaultMaxSessions, negative no bound.
+	MaxSessions int
+	// MaxSessionsPerCaller bounds one caller's sessions; one more ends
+	// the caller's oldest. 0 means DefaultMaxSessionsPerCaller, negative
+	// no bound.
+	MaxSessionsPerCaller int
 	// MaxBody bounds a Streamable HTTP request body in bytes, like every
 	// other ingress route of the hub; larger requests are answered 413
 	// [1 MiB].
@@ -74,6 +82,12 @@ func (o *Options) defaults() {
 	def(&o.MaxWait, 10*time.Minute)
 	def(&o.ProgressEvery, time.Second)
 	def(&o.SessionTimeout, time.Hour)
+	if o.MaxSessions == 0 {
+		o.MaxSessions = DefaultMaxSessions
+	}
+	if o.MaxSessionsPerCaller == 0 {
+		o.MaxSessionsPerCaller = DefaultMaxSessionsPerCaller
+	}
 	if o.Version == "" {
 		o.Version = "dev"
 	}

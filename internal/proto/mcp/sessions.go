@@ -26,7 +26,8 @@ const (
 //
 // A caller (an agent's credential, the operator, or dev mode's anonymous
 // host) opening one more session than MaxSessionsPerCaller ends its own
-// oldest, as an agent's event streams do: a host that restarted without
+// oldest (once that session's calls in progress have returned), as an
+// agent's event streams do: a host that restarted without
 // deleting its sessions gets in at once. When all callers together hold
 // MaxSessions, a new session is refused with 503 instead, since ending
 // another caller's session would let one caller evict the rest.
@@ -57,10 +58,49 @@ func (b *sessionBound) wrap(next http.Handler) http.Handler {
 				"the hub holds as many MCP sessions as it may ("+strconv.Itoa(b.total)+"); retry later, or use protocol revision "+StatelessVersion+", which needs none")
 			return
 		}
-		next.ServeHTTP(w, r)
-		b.opened(callerKey(auth.From(r.Context())), w.Header().Get("Mcp-Session-Id"))
+		sw := &sessionWriter{ResponseWriter: w, b: b, caller: callerKey(auth.From(r.Context()))}
+		next.ServeHTTP(sw, r)
+		sw.record()
 	})
 }
+
+// sessionWriter records the session a request opened as its answer
+// starts, before the client can read it: a client that opens sessions one
+// after another has them counted in that order.
+type sessionWriter struct {
+	http.ResponseWriter
+	b        *sessionBound
+	caller   string
+	recorded bool
+}
+
+func (w *sessionWriter) record() {
+	if !w.recorded {
+		w.recorded = true
+		w.b.opened(w.caller, w.Header().Get("Mcp-Session-Id"))
+	}
+}
+
+func (w *sessionWriter) WriteHeader(code int) {
+	w.record()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *sessionWriter) Write(p []byte) (int, error) {
+	w.record()
+	return w.ResponseWriter.Write(p)
+}
+
+// Flush passes on to the underlying writer (the SDK streams answers).
+func (w *sessionWriter) Flush() {
+	w.record()
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *sessionWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // callerKey names whose session a request opens.
 func callerKey(p auth.Principal) string {
@@ -113,7 +153,10 @@ func (b *sessionBound) opened(caller, id string) {
 	}
 	b.mu.Unlock()
 	for _, ss := range end {
-		_ = ss.Close() // the handler forgets it; its event stream ends
+		// Close lets the session's calls in progress finish first (a
+		// wait_for_reply may take minutes): not on this request's time.
+		// Then the handler forgets the session and its event stream ends.
+		go ss.Close()
 	}
 }
 

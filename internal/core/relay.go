@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -141,6 +143,7 @@ type Relay struct {
 
 	mu      sync.Mutex
 	waiters map[string][]chan struct{}
+	hooks   map[string][]*messageHook // message id → OnMessageEvent callbacks
 
 	agents *cache.TTL[string, *Agent]
 
@@ -233,6 +236,7 @@ func NewRelay(store Store, clock Clock, cfg Config, log *slog.Logger) *Relay {
 		wakeCh:     make(chan struct{}, 1),
 		due:        map[string]chan struct{}{},
 		waiters:    map[string][]chan struct{}{},
+		hooks:      map[string][]*messageHook{},
 		agents:     cache.New[string, *Agent](agentCacheTTL, 100000),
 		depths:     map[string]cachedDepth{},
 		feeds:      map[string][]*Feed{},
@@ -469,7 +473,7 @@ func (r *Relay) Send(ctx context.Context, m *Message) (SendResult, error) {
 		r.notify(m.ID)
 	}
 	if m.CorrelationID != "" {
-		r.notify("result:" + m.CorrelationID)
+		r.notify(resultKeyPrefix + m.CorrelationID)
 	}
 	return SendResult{Receipt: res.Receipt}, nil
 }
@@ -532,7 +536,7 @@ func (r *Relay) WaitReceipt(ctx context.Context, id string) (*Receipt, error) {
 
 // WaitResult waits until a message correlated to id arrives or ctx ends.
 func (r *Relay) WaitResult(ctx context.Context, id string) (*Message, error) {
-	return waitFor(ctx, r, "result:"+id, func() (*Message, bool, error) {
+	return waitFor(ctx, r, resultKeyPrefix+id, func() (*Message, bool, error) {
 		ms, err := r.store.Results(ctx, id, 1)
 		if err != nil || len(ms) == 0 {
 			return nil, false, err
@@ -590,6 +594,41 @@ func (r *Relay) notify(key string) {
 		select {
 		case ch <- struct{}{}:
 		default:
+		}
+	}
+	id := strings.TrimPrefix(key, resultKeyPrefix)
+	for _, h := range r.hooks[id] {
+		h.fn(id)
+	}
+}
+
+// resultKeyPrefix marks the waiters' key for results correlated to a
+// message, as opposed to its receipt.
+const resultKeyPrefix = "result:"
+
+type messageHook struct{ fn func(id string) }
+
+// OnMessageEvent calls fn with id whenever something may have changed for
+// message id as this instance sees it: its receipt moved, or a result
+// correlated to it arrived (for changes made by other instances, only
+// receipts are notified, and only on stores that share them, see
+// NotifyReceipt). It serves callers that follow many messages at once
+// with one goroutine where WaitReceipt and WaitResult need one per
+// message. fn runs with the relay's lock held: it must return at once and
+// must not call the relay. Calling stop ends the calls.
+func (r *Relay) OnMessageEvent(id string, fn func(id string)) (stop func()) {
+	h := &messageHook{fn: fn}
+	r.mu.Lock()
+	r.hooks[id] = append(r.hooks[id], h)
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		hs := slices.DeleteFunc(r.hooks[id], func(x *messageHook) bool { return x == h })
+		if len(hs) == 0 {
+			delete(r.hooks, id)
+		} else {
+			r.hooks[id] = hs
 		}
 	}
 }

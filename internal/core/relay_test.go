@@ -818,3 +818,54 @@ func TestStreamsPerReceiver(t *testing.T) {
 		})
 	}
 }
+
+// TestOnMessageEvent: a message's hook is called when its receipt moves
+// and when a result correlated to it arrives, and no more once stopped;
+// other messages' events do not call it.
+func TestOnMessageEvent(t *testing.T) {
+	f := newFixture(t, core.Config{})
+	var mu sync.Mutex
+	var calls []string
+	stop := f.relay.OnMessageEvent("task", func(id string) {
+		mu.Lock()
+		calls = append(calls, id)
+		mu.Unlock()
+	})
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, id := range calls {
+			if id != "task" {
+				t.Fatalf("hook of %q called with %q", "task", id)
+			}
+		}
+		return len(calls)
+	}
+	f.send(t, "other", time.Minute)
+	f.tick(t)
+	if n := count(); n != 0 {
+		t.Fatalf("%d calls for another message's events", n)
+	}
+	f.send(t, "task", time.Minute)
+	f.tick(t) // delivered: the receipt moves
+	afterDelivery := count()
+	if afterDelivery == 0 {
+		t.Fatal("no call when the message was delivered")
+	}
+	if _, err := f.relay.Send(f.ctx, &core.Message{ID: "result", Sender: "worker", Receiver: "planner", Type: "task.result",
+		CorrelationID: "task", Parts: []core.Part{{Kind: core.PartText, Text: "done"}}}); err != nil {
+		t.Fatal(err)
+	}
+	afterResult := count()
+	if afterResult == afterDelivery {
+		t.Fatal("no call when a result correlated to the message arrived")
+	}
+	stop()
+	if _, err := f.relay.Send(f.ctx, &core.Message{ID: "result-2", Sender: "worker", Receiver: "planner", Type: "task.result",
+		CorrelationID: "task", Parts: []core.Part{{Kind: core.PartText, Text: "again"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != afterResult {
+		t.Fatalf("%d calls after stop, want %d", n, afterResult)
+	}
+}

@@ -61,6 +61,8 @@ type Server struct {
 
 	pushMu   sync.Mutex
 	pushSeen map[string]time.Time // push agents registered lately
+
+	followers *followers
 }
 
 // New returns the A2A adapter.
@@ -84,6 +86,7 @@ func New(relay *core.Relay, opt Options) *Server {
 		opt.Logger = slog.Default()
 	}
 	s := &Server{relay: relay, tasks: newTasks(relay.Store(), relay.Clock()), opt: opt, log: opt.Logger, pushSeen: map[string]time.Time{}}
+	s.followers = newFollowers(s)
 	s.tasks.onChange = s.pushChange
 	return s
 }
@@ -503,7 +506,7 @@ func (s *Server) start(ctx context.Context, ag *core.Agent, v Version, p *sendPa
 	if ttl == 0 {
 		ttl = s.relay.Config().DefaultTTL
 	}
-	go s.follow(ag.ID, string(rec.Task.ID), m.ID, ttl)
+	s.followers.follow(ag.ID, string(rec.Task.ID), m.ID, ttl)
 	return rec, nil
 }
 
@@ -541,38 +544,6 @@ func (s *Server) waitSettled(ctx context.Context, agent string, rec *TaskRecord)
 		case <-ctx.Done():
 			return rec
 		case <-ch:
-		case <-tick.C:
-		}
-	}
-}
-
-// follow moves a task along as its relayed message is delivered and
-// answered, so that tasks progress (and push notifications go out) with
-// no client waiting.
-func (s *Server) follow(agent, taskID, msgID string, ttl time.Duration) {
-	ctx, cancel := context.WithTimeout(s.opt.Context, ttl+s.opt.ResultWait)
-	defer cancel()
-	rc, err := s.relay.WaitReceipt(ctx, msgID)
-	if err != nil {
-		return
-	}
-	r := s.reconcile(ctx, agent, taskID)
-	if rc.Status != core.StatusDelivered || r == nil || settled(r) {
-		return
-	}
-	if _, err := s.relay.WaitResult(ctx, msgID); err != nil {
-		return
-	}
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		r := s.reconcile(ctx, agent, taskID)
-		if r == nil || settled(r) {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
 		case <-tick.C:
 		}
 	}

@@ -11,9 +11,10 @@ import (
 // client waiting. One goroutine follows every task of the instance: it
 // reconciles a task when the relay reports an event of one of its messages
 // (core.Relay.OnMessageEvent), and otherwise checks it now and then —
-// after 1 s, then twice as long each time up to followMaxGap — which
-// catches results another hub instance accepted (those are not notified
-// across instances). A goroutine per task, blocked in WaitReceipt and
+// after 1 s, then twice as long each time up to followMaxGap, or longer
+// when so many tasks are open that their checks would pass
+// followMaxChecks a second — which catches results another hub instance
+// accepted (those are not notified across instances). A goroutine per task, blocked in WaitReceipt and
 // WaitResult until the message's TTL plus Options.ResultWait, cost about
 // 20 KiB and four store reads a second for each task a receiver had not
 // answered.
@@ -37,8 +38,9 @@ type followed struct {
 }
 
 const (
-	followFirstGap = time.Second
-	followMaxGap   = 10 * time.Second
+	followFirstGap  = time.Second
+	followMaxGap    = 10 * time.Second
+	followMaxChecks = 200 // checks a second with no event, at most (beyond those of young tasks)
 )
 
 func newFollowers(s *Server) *followers {
@@ -152,7 +154,10 @@ func (f *followers) pass(ctx context.Context) {
 			delete(f.byMsg, c.id)
 			stop = c.e.stop
 		} else if !c.e.next.After(now) {
-			c.e.gap = min(2*c.e.gap, followMaxGap)
+			// Past followMaxChecks tasks, the gaps stretch so that the
+			// checks stay within that many a second.
+			maxGap := max(followMaxGap, time.Duration(len(f.byMsg))*time.Second/followMaxChecks)
+			c.e.gap = min(2*c.e.gap, maxGap)
 			c.e.next = now.Add(c.e.gap)
 		}
 		f.mu.Unlock()

@@ -1,6 +1,7 @@
 package a2a_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -89,6 +90,80 @@ func TestTasksFollowedWithoutAGoroutineEach(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%d of %d answered tasks not completed", open, n)
+		}
+	}
+}
+
+// TestStreamSeesChangesFromElsewhere: a change to a task that does not
+// come through this hub instance (here written straight into the store, as
+// another instance on the same PostgreSQL would) still reaches an open
+// stream, through its polls.
+func TestStreamSeesChangesFromElsewhere(t *testing.T) {
+	h, base := hubtest.Start(t, hub.Options{Dev: true})
+	register(t, base, "w", "", nil) // pulls; never answers here
+	req, _ := http.NewRequest(http.MethodPost, base+"/a2a/w",
+		strings.NewReader(strings.Replace(send("far"), "SendMessage", "SendStreamingMessage", 1)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("A2A-Version", "1.0")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	events := make(chan string, 16)
+	go func() {
+		defer close(events)
+		br := bufio.NewReader(resp.Body)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				return
+			}
+			if data, ok := strings.CutPrefix(line, "data: "); ok {
+				events <- data
+			}
+		}
+	}()
+	var first struct {
+		Result struct {
+			Task struct{ ID string } `json:"task"`
+		} `json:"result"`
+	}
+	select {
+	case e := <-events:
+		if err := json.Unmarshal([]byte(e), &first); err != nil || first.Result.Task.ID == "" {
+			t.Fatalf("first event %s: %v", e, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no first event")
+	}
+	ctx := context.Background()
+	rec, err := h.Store.GetRecord(ctx, a2a.KindTask, first.Result.Task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr map[string]any // as stored, so that nothing of it is lost
+	if err := json.Unmarshal(rec.Data, &tr); err != nil {
+		t.Fatal(err)
+	}
+	tr["task"].(map[string]any)["status"] = map[string]any{"state": "TASK_STATE_CANCELED", "timestamp": time.Now().UTC().Format(time.RFC3339Nano)}
+	rec.Data, _ = json.Marshal(tr)
+	if _, err := h.Store.PutRecord(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case e, ok := <-events:
+			if !ok {
+				t.Fatal("the stream ended without the change")
+			}
+			if strings.Contains(e, "TASK_STATE_CANCELED") {
+				return
+			}
+		case <-deadline:
+			t.Fatal("a change made outside this instance never reached the stream")
 		}
 	}
 }

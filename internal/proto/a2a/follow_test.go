@@ -1,7 +1,6 @@
 package a2a_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -101,30 +100,7 @@ func TestTasksFollowedWithoutAGoroutineEach(t *testing.T) {
 func TestStreamSeesChangesFromElsewhere(t *testing.T) {
 	h, base := hubtest.Start(t, hub.Options{Dev: true})
 	register(t, base, "w", "", nil) // pulls; never answers here
-	req, _ := http.NewRequest(http.MethodPost, base+"/a2a/w",
-		strings.NewReader(strings.Replace(send("far"), "SendMessage", "SendStreamingMessage", 1)))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("A2A-Version", "1.0")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	events := make(chan string, 16)
-	go func() {
-		defer close(events)
-		br := bufio.NewReader(resp.Body)
-		for {
-			line, err := br.ReadString('\n')
-			if err != nil {
-				return
-			}
-			if data, ok := strings.CutPrefix(line, "data: "); ok {
-				events <- data
-			}
-		}
-	}()
+	events := openStream(t, base+"/a2a/w", strings.Replace(send("far"), "SendMessage", "SendStreamingMessage", 1))
 	var first struct {
 		Result struct {
 			Task struct{ ID string } `json:"task"`

@@ -1,6 +1,7 @@
 package a2a_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
@@ -291,6 +292,39 @@ func TestTaskFollowsRelay(t *testing.T) {
 
 func second(_ int, v any) any { return v }
 
+// openStream posts an A2A 1.0 streaming call and returns the data of its
+// events as they come; the channel closes when the stream ends.
+func openStream(t *testing.T, url, body string) <-chan string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("A2A-Version", "1.0")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || !strings.HasPrefix(ct, "text/event-stream") {
+		t.Fatalf("stream answer %d %q", resp.StatusCode, ct)
+	}
+	events := make(chan string, 16)
+	go func() {
+		defer close(events)
+		br := bufio.NewReader(resp.Body)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				return
+			}
+			if data, ok := strings.CutPrefix(line, "data: "); ok {
+				events <- data
+			}
+		}
+	}()
+	return events
+}
+
 func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
@@ -342,33 +376,7 @@ func TestStreamOutlivesBodyTimeout(t *testing.T) {
 	register(t, base, "slow", w.srv.URL, nil)
 	register(t, base, "a2a-client", "", nil)
 
-	body := strings.Replace(send("stream"), `"SendMessage"`, `"SendStreamingMessage"`, 1)
-	req, _ := http.NewRequest(http.MethodPost, base+"/a2a/slow", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("A2A-Version", "1.0")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || !strings.HasPrefix(ct, "text/event-stream") {
-		t.Fatalf("stream answer %d %q", resp.StatusCode, ct)
-	}
-	events := make(chan string, 16)
-	go func() {
-		defer close(events)
-		buf := make([]byte, 64<<10)
-		for {
-			n, err := resp.Body.Read(buf)
-			if n > 0 {
-				events <- string(buf[:n])
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
+	events := openStream(t, base+"/a2a/slow", strings.Replace(send("stream"), `"SendMessage"`, `"SendStreamingMessage"`, 1))
 	var env map[string]any
 	for i := 0; i < 250 && env == nil; i++ {
 		time.Sleep(20 * time.Millisecond)

@@ -545,15 +545,27 @@ func (r *Relay) WaitResult(ctx context.Context, id string) (*Message, error) {
 	})
 }
 
-// waitFor polls check whenever key is notified, and at least every 250ms so
-// that changes made by other hub instances are seen too.
+// Polls of a wait (waitFor): the first after waitPollFirst, then twice
+// as far apart each time up to waitPollMax.
+const (
+	waitPollFirst = 250 * time.Millisecond
+	waitPollMax   = 2 * time.Second
+)
+
+// waitFor polls check whenever key is notified, and also now and then —
+// 250 ms after it starts, then twice as long each time up to every 2 s —
+// so that changes made by other hub instances are seen too (receipts that
+// end there are notified here on stores that share them; results are
+// not). A wait that polled every 250 ms cost a store read four times a
+// second for as long as it lasted, and waits can be many and long.
 func waitFor[T any](ctx context.Context, r *Relay, key string, check func() (T, bool, error)) (T, error) {
 	ch := make(chan struct{}, 1)
 	r.mu.Lock()
 	r.waiters[key] = append(r.waiters[key], ch)
 	r.mu.Unlock()
 	defer r.unwait(key, ch)
-	t := time.NewTicker(250 * time.Millisecond)
+	gap := waitPollFirst
+	t := time.NewTimer(gap)
 	defer t.Stop()
 	for {
 		v, ok, err := check()
@@ -566,6 +578,8 @@ func waitFor[T any](ctx context.Context, r *Relay, key string, check func() (T, 
 			return zero, ctx.Err()
 		case <-ch:
 		case <-t.C:
+			gap = min(2*gap, waitPollMax)
+			t.Reset(gap)
 		}
 	}
 }

@@ -869,3 +869,30 @@ func TestOnMessageEvent(t *testing.T) {
 		t.Fatalf("%d calls after stop, want %d", n, afterResult)
 	}
 }
+
+// TestWaitSeesOtherInstances: a result accepted by another relay on the
+// same store (another hub instance, which does not notify this one's
+// waiters) still ends a wait here, through its polls.
+func TestWaitSeesOtherInstances(t *testing.T) {
+	f := newFixture(t, core.Config{})
+	f.send(t, "task", time.Minute)
+	other := core.NewRelay(f.store, f.clock, core.Config{}, nil)
+	ctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
+	defer cancel()
+	got := make(chan *core.Message, 1)
+	go func() {
+		m, err := f.relay.WaitResult(ctx, "task")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- m
+	}()
+	time.Sleep(100 * time.Millisecond) // the wait has started and checked once
+	if _, err := other.Send(f.ctx, &core.Message{ID: "result", Sender: "worker", Receiver: "planner", Type: "task.result",
+		CorrelationID: "task", Parts: []core.Part{{Kind: core.PartText, Text: "from elsewhere"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if m := <-got; m == nil || m.ID != "result" {
+		t.Fatalf("wait ended with %+v, want the result accepted by the other relay", m)
+	}
+}

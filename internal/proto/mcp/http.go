@@ -28,9 +28,9 @@ func (s *Server) Mount(mux *http.ServeMux) {
 // sessionless 2026-07-28 revision, chosen per request by the
 // MCP-Protocol-Version header (2026-era clients send it on every request,
 // server/discover included). Sessions are bounded in number, per caller
-// and in all (Options.MaxSessions, MaxSessionsPerCaller). Cross-origin browser requests are refused
-// with 403, and requests to a loopback listener naming another host are
-// refused (DNS rebinding).
+// and in all (Options.MaxSessions, MaxSessionsPerCaller). Cross-origin
+// browser requests are refused with 403, and requests to a loopback
+// listener naming another host are refused (DNS rebinding).
 //
 // Identity comes from the principal the hub's auth middleware put in the
 // request context: in dev mode the host acts as HostAgentID; otherwise a

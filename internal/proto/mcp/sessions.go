@@ -1,10 +1,12 @@
 package mcp
 
 import (
+	"context"
 	"net/http"
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -34,10 +36,12 @@ const (
 type sessionBound struct {
 	srv              *sdk.Server
 	total, perCaller int
+	next             http.Handler // the stateful handler, set by wrap
 
 	mu       sync.Mutex
 	byCaller map[string][]string // session ids in the order they were opened
 	held     int                 // ids in byCaller plus sessions being opened
+	pruned   time.Time           // last look for sessions that ended
 }
 
 func newSessionBound(srv *sdk.Server, total, perCaller int) *sessionBound {
@@ -45,10 +49,17 @@ func newSessionBound(srv *sdk.Server, total, perCaller int) *sessionBound {
 }
 
 // wrap applies the bound around next, the stateful Streamable HTTP
-// handler: a POST without a session id opens a session.
+// handler: a POST without a session id opens a session, a DELETE ends one.
 func (b *sessionBound) wrap(next http.Handler) http.Handler {
+	b.next = next
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" {
+		id := r.Header.Get("Mcp-Session-Id")
+		switch {
+		case r.Method == http.MethodDelete && id != "":
+			next.ServeHTTP(w, r)
+			b.forget(callerKey(auth.From(r.Context())), id)
+			return
+		case r.Method != http.MethodPost || id != "":
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -58,7 +69,7 @@ func (b *sessionBound) wrap(next http.Handler) http.Handler {
 				"the hub holds as many MCP sessions as it may ("+strconv.Itoa(b.total)+"); retry later, or use protocol revision "+StatelessVersion+", which needs none")
 			return
 		}
-		sw := &sessionWriter{ResponseWriter: w, b: b, caller: callerKey(auth.From(r.Context()))}
+		sw := &sessionWriter{ResponseWriter: w, b: b, r: r}
 		next.ServeHTTP(sw, r)
 		sw.record()
 	})
@@ -70,14 +81,14 @@ func (b *sessionBound) wrap(next http.Handler) http.Handler {
 type sessionWriter struct {
 	http.ResponseWriter
 	b        *sessionBound
-	caller   string
+	r        *http.Request
 	recorded bool
 }
 
 func (w *sessionWriter) record() {
 	if !w.recorded {
 		w.recorded = true
-		w.b.opened(w.caller, w.Header().Get("Mcp-Session-Id"))
+		w.b.opened(w.r, w.Header().Get("Mcp-Session-Id"))
 	}
 }
 
@@ -113,12 +124,15 @@ func callerKey(p auth.Principal) string {
 	return "anonymous" // dev mode
 }
 
-// reserve takes a place for a session about to be opened.
+// reserve takes a place for a session about to be opened. At the bound it
+// first forgets sessions that ended without a DELETE (timed out), looking
+// at most once a second: the look walks every session.
 func (b *sessionBound) reserve() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.total > 0 && b.held >= b.total {
-		b.prune(b.live()) // places of sessions that ended since
+	if b.total > 0 && b.held >= b.total && time.Since(b.pruned) >= time.Second {
+		b.prune(b.live())
+		b.pruned = time.Now()
 	}
 	if b.total > 0 && b.held >= b.total {
 		return false
@@ -127,55 +141,69 @@ func (b *sessionBound) reserve() bool {
 	return true
 }
 
-// opened records the session id the handler gave caller (none: the
-// request opened no session, and its place is given back), ending the
+// opened records the session id the handler gave r's caller (none: the
+// request opened no session, and its place is given back), and ends the
 // caller's oldest sessions over its bound.
-func (b *sessionBound) opened(caller, id string) {
+func (b *sessionBound) opened(r *http.Request, id string) {
+	caller := callerKey(auth.From(r.Context()))
 	b.mu.Lock()
 	if id == "" {
 		b.held--
 		b.mu.Unlock()
 		return
 	}
-	b.byCaller[caller] = append(b.byCaller[caller], id)
-	var end []*sdk.ServerSession
-	if b.perCaller > 0 && len(b.byCaller[caller]) > b.perCaller {
-		live := b.live()
-		b.prune(live)
-		ids := b.byCaller[caller]
-		if over := len(ids) - b.perCaller; over > 0 {
-			for _, old := range ids[:over] {
-				end = append(end, live[old])
-			}
-			b.byCaller[caller] = slices.Delete(ids, 0, over)
-			b.held -= over
-		}
+	ids := append(b.byCaller[caller], id)
+	var end []string
+	if over := len(ids) - b.perCaller; b.perCaller > 0 && over > 0 {
+		end = slices.Clone(ids[:over])
+		ids = slices.Delete(ids, 0, over)
+		b.held -= over
 	}
+	b.byCaller[caller] = ids
 	b.mu.Unlock()
-	for _, ss := range end {
-		// Close lets the session's calls in progress finish first (a
-		// wait_for_reply may take minutes): not on this request's time.
-		// Then the handler forgets the session and its event stream ends.
-		go ss.Close()
+	for _, old := range end {
+		// As the caller's own DELETE would: the SDK finds the session by
+		// its id and checks it is the caller's. Close lets the session's
+		// calls in progress finish first (a wait_for_reply may take
+		// minutes), so not on this request's time; then the handler
+		// forgets the session and its event stream ends.
+		del := r.Clone(context.WithoutCancel(r.Context()))
+		del.Method, del.Body, del.ContentLength = http.MethodDelete, http.NoBody, 0
+		del.Header.Set("Mcp-Session-Id", old)
+		go b.next.ServeHTTP(discardWriter{}, del)
 	}
 }
 
-// live maps the ids of the sessions that are open to their sessions.
-func (b *sessionBound) live() map[string]*sdk.ServerSession {
-	m := map[string]*sdk.ServerSession{}
+// forget gives back the place of a session its caller deleted.
+func (b *sessionBound) forget(caller, id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ids := b.byCaller[caller]
+	if i := slices.Index(ids, id); i >= 0 {
+		b.byCaller[caller] = slices.Delete(ids, i, i+1)
+		b.held--
+		if len(b.byCaller[caller]) == 0 {
+			delete(b.byCaller, caller)
+		}
+	}
+}
+
+// live is the set of the ids of the sessions that are open.
+func (b *sessionBound) live() map[string]bool {
+	m := map[string]bool{}
 	for ss := range b.srv.Sessions() {
 		if id := ss.ID(); id != "" {
-			m[id] = ss
+			m[id] = true
 		}
 	}
 	return m
 }
 
-// prune forgets the ids of sessions that ended (deleted by their client,
-// timed out, or failed to initialize).
-func (b *sessionBound) prune(live map[string]*sdk.ServerSession) {
+// prune forgets the ids of sessions that ended without a DELETE (timed
+// out, or failed to initialize).
+func (b *sessionBound) prune(live map[string]bool) {
 	for c, ids := range b.byCaller {
-		kept := slices.DeleteFunc(ids, func(id string) bool { return live[id] == nil })
+		kept := slices.DeleteFunc(ids, func(id string) bool { return !live[id] })
 		b.held -= len(ids) - len(kept)
 		if len(kept) == 0 {
 			delete(b.byCaller, c)
@@ -184,3 +212,10 @@ func (b *sessionBound) prune(live map[string]*sdk.ServerSession) {
 		}
 	}
 }
+
+// discardWriter takes the answer to a request the hub makes of itself.
+type discardWriter struct{}
+
+func (discardWriter) Header() http.Header         { return http.Header{} }
+func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (discardWriter) WriteHeader(int)             {}

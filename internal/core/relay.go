@@ -564,9 +564,8 @@ func waitFor[T any](ctx context.Context, r *Relay, key string, check func() (T, 
 	r.waiters[key] = append(r.waiters[key], ch)
 	r.mu.Unlock()
 	defer r.unwait(key, ch)
-	gap := waitPollFirst
-	t := time.NewTimer(gap)
-	defer t.Stop()
+	poll := NewPoll(waitPollFirst, waitPollMax)
+	defer poll.Stop()
 	for {
 		v, ok, err := check()
 		if err != nil || ok {
@@ -577,9 +576,8 @@ func waitFor[T any](ctx context.Context, r *Relay, key string, check func() (T, 
 			var zero T
 			return zero, ctx.Err()
 		case <-ch:
-		case <-t.C:
-			gap = min(2*gap, waitPollMax)
-			t.Reset(gap)
+		case <-poll.C():
+			poll.Fired()
 		}
 	}
 }

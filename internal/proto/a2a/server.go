@@ -531,8 +531,8 @@ func (s *Server) waitSettled(ctx context.Context, agent string, rec *TaskRecord)
 	id := string(rec.Task.ID)
 	ch, stop := s.tasks.watch(id)
 	defer stop()
-	poll := newPoll()
-	defer poll.stop()
+	poll := core.NewPoll(taskPollFirst, taskPollMax)
+	defer poll.Stop()
 	for {
 		if r := s.reconcile(ctx, agent, id); r != nil {
 			rec = r
@@ -545,40 +545,22 @@ func (s *Server) waitSettled(ctx context.Context, agent string, rec *TaskRecord)
 			return rec
 		case <-ch:
 		case <-poll.C():
-			poll.fired()
+			poll.Fired()
 		}
 	}
 }
 
-// taskPoll paces the reconciles of a client waiting on a task (a blocking
-// send, a stream). A change made on this instance wakes the client at once
-// through tasks.watch; the polls are for changes made by other instances
-// on a shared store (and for tasks whose follower's instance is gone). They
+// Polls of a client waiting on a task (a blocking send, a stream). A
+// change made on this instance wakes the client at once through
+// tasks.watch; the polls are for changes made by other instances on a
+// shared store (and for tasks whose follower's instance is gone). They
 // start 250 ms apart and space out to 2 s: each reconcile reads the task,
 // its receipts and results, and a hub with hundreds of open streams spent
 // a quarter of a core on polls every 250 ms.
-type taskPoll struct {
-	t   *time.Timer
-	gap time.Duration
-}
-
 const (
 	taskPollFirst = 250 * time.Millisecond
 	taskPollMax   = 2 * time.Second
 )
-
-func newPoll() *taskPoll { return &taskPoll{t: time.NewTimer(taskPollFirst), gap: taskPollFirst} }
-
-// C is the channel of the next poll; after receiving from it, call fired.
-func (p *taskPoll) C() <-chan time.Time { return p.t.C }
-
-// fired sets the next poll, further apart.
-func (p *taskPoll) fired() {
-	p.gap = min(2*p.gap, taskPollMax)
-	p.t.Reset(p.gap)
-}
-
-func (p *taskPoll) stop() { p.t.Stop() }
 
 // reconcile applies the receipts and results of a task's relayed messages
 // that it has not seen yet. It returns the task (nil if it cannot be read).
@@ -958,8 +940,8 @@ func (s *Server) streamCall(w http.ResponseWriter, r *http.Request, ag *core.Age
 	id := string(rec.Task.ID)
 	ch, stop := s.tasks.watch(id)
 	defer stop()
-	poll := newPoll()
-	defer poll.stop()
+	poll := core.NewPoll(taskPollFirst, taskPollMax)
+	defer poll.Stop()
 	keep := time.NewTicker(15 * time.Second)
 	defer keep.Stop()
 	last := rec
@@ -975,7 +957,7 @@ func (s *Server) streamCall(w http.ResponseWriter, r *http.Request, ag *core.Age
 			continue
 		case <-ch:
 		case <-poll.C():
-			poll.fired()
+			poll.Fired()
 		}
 		cur := s.reconcile(ctx, ag.ID, id)
 		if cur == nil {

@@ -1,0 +1,18 @@
+package core
+
+import (
+	"testing"
+	"time"
+)
+
+func TestPollSpacesOut(t *testing.T) {
+	p := NewPoll(250*time.Millisecond, 2*time.Second)
+	defer p.Stop()
+	want := []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 2 * time.Second}
+	for i, w := range want {
+		p.Fired()
+		if p.gap != w {
+			t.Fatalf("gap after %d polls: %v, want %v", i+1, p.gap, w)
+		}
+	}
+}

@@ -15,4 +15,12 @@ func TestPollSpacesOut(t *testing.T) {
 			t.Fatalf("gap after %d polls: %v, want %v", i+1, p.gap, w)
 		}
 	}
+	p.Again()
+	if p.gap != 250*time.Millisecond {
+		t.Fatalf("gap after Again: %v", p.gap)
+	}
+	p.Fired()
+	if p.gap != 500*time.Millisecond {
+		t.Fatalf("gap after Again and a poll: %v", p.gap)
+	}
 }

@@ -688,6 +688,9 @@ const pullBatch = 100
 // accepted; the rest (those queued before, while the stream fell behind,
 // whose lease ran out, or accepted on another hub instance, which wakes it
 // through the store's notifications) come from pulls.
+// streamPollMax is how far apart an idle stream's pulls get.
+const streamPollMax = 5 * time.Second
+
 func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if err := auth.ActAs(r.Context(), id); err != nil {
@@ -717,9 +720,13 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	keep := time.NewTicker(15 * time.Second)
 	defer keep.Stop()
-	// A pull at least every second finds leases that ran out and work
-	// another instance made due without a notification.
-	poll := time.NewTicker(time.Second)
+	// Pulls now and then find leases that ran out and work another
+	// instance made due without a notification: a second after the last
+	// pull that found something, then twice as long each time up to
+	// streamPollMax while the stream is idle. (Every pull is a turn of the
+	// store's one writer: a thousand idle streams pulling each second took
+	// a tenth of a core and a thousand writer turns a second from sends.)
+	poll := core.NewPoll(time.Second, streamPollMax)
 	defer poll.Stop()
 	// replaced ends the stream when a newer one of the agent took its
 	// place (core.Relay.Attach), saying so in a comment line.
@@ -740,6 +747,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		full := len(ms) == pullBatch
+		if len(ms) > 0 {
+			poll.Again()
+		}
 		// Hand-offs made before the pull returned go out with what it
 		// read, in queue order: a message it read may have been sent
 		// after a handed-off one of the same sender.
@@ -762,7 +772,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 				writeEvents(w, fl, feed.Take())
 			case <-due:
 				break wait
-			case <-poll.C:
+			case <-poll.C():
+				poll.Fired()
 				break wait
 			case <-keep.C:
 				fmt.Fprint(w, ": keep-alive\n\n")

@@ -1,6 +1,7 @@
 package atp_test
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -471,5 +472,55 @@ func TestStreamsPerAgent(t *testing.T) {
 	case got := <-second.ended:
 		t.Fatalf("the second stream ended too: %q", got)
 	default:
+	}
+}
+
+// TestStreamRedeliversLapsedLease: a message a stream wrote out but that
+// was never acknowledged comes down the stream again once its lease
+// (visibility_ms) runs out, with nothing else happening to wake the
+// stream: the stream's own pulls find it.
+func TestStreamRedeliversLapsedLease(t *testing.T) {
+	_, base := hubtest.Start(t, hub.Options{Dev: true})
+	call(t, "POST", base+"/atp/register", "", map[string]any{"agent_id": "reader", "delivery": "stream"})
+	call(t, "POST", base+"/atp/register", "", map[string]any{"agent_id": "writer"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/atp/stream/reader?visibility_ms=300", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	ids := make(chan string, 16)
+	go func() {
+		br := bufio.NewReader(resp.Body)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				close(ids)
+				return
+			}
+			if id, ok := strings.CutPrefix(strings.TrimSpace(line), "id: "); ok {
+				ids <- id
+			}
+		}
+	}()
+	if r := call(t, "POST", base+"/atp/send", "", map[string]any{"message_id": "lapse", "sender": "writer", "receiver": "reader", "type": "t", "payload": map[string]any{}}); r.status != 200 {
+		t.Fatalf("send: %s", r.raw)
+	}
+	deadline := time.After(15 * time.Second)
+	for n := 0; n < 2; {
+		select {
+		case id, ok := <-ids:
+			if !ok {
+				t.Fatal("the stream ended")
+			}
+			if id != "lapse" {
+				t.Fatalf("stream carried %q", id)
+			}
+			n++
+		case <-deadline:
+			t.Fatalf("the unacknowledged message came %d times, want 2 (again after its lease)", n)
+		}
 	}
 }

@@ -86,6 +86,24 @@ func newFixture(t *testing.T, cfg core.Config) *fixture {
 	return f
 }
 
+// waitResult waits in the background, for at most d, for a result
+// correlated to id; the channel gets the result (nil when the wait failed,
+// which the test is told).
+func (f *fixture) waitResult(t *testing.T, id string, d time.Duration) <-chan *core.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(f.ctx, d)
+	t.Cleanup(cancel)
+	got := make(chan *core.Message, 1)
+	go func() {
+		m, err := f.relay.WaitResult(ctx, id)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- m
+	}()
+	return got
+}
+
 func (f *fixture) register(t *testing.T, id string, kind core.EndpointKind) {
 	t.Helper()
 	if _, _, err := f.relay.Register(f.ctx, &core.Agent{ID: id, Endpoint: core.Endpoint{Kind: kind, URL: "http://x"}}, time.Minute); err != nil {
@@ -599,16 +617,7 @@ func TestResultsAreSeparateMessages(t *testing.T) {
 	f := newFixture(t, core.Config{})
 	f.send(t, "task", time.Minute)
 	f.tick(t)
-	ctx, cancel := context.WithTimeout(f.ctx, 5*time.Second)
-	defer cancel()
-	got := make(chan *core.Message, 1)
-	go func() {
-		m, err := f.relay.WaitResult(ctx, "task")
-		if err != nil {
-			t.Error(err)
-		}
-		got <- m
-	}()
+	got := f.waitResult(t, "task", 5*time.Second)
 	if _, err := f.relay.Send(f.ctx, &core.Message{ID: "result", Sender: "worker", Receiver: "planner", Type: "task.result",
 		CorrelationID: "task", Parts: []core.Part{{Kind: core.PartText, Text: "done"}}}); err != nil {
 		t.Fatal(err)
@@ -877,16 +886,7 @@ func TestWaitSeesOtherInstances(t *testing.T) {
 	f := newFixture(t, core.Config{})
 	f.send(t, "task", time.Minute)
 	other := core.NewRelay(f.store, f.clock, core.Config{}, nil)
-	ctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
-	defer cancel()
-	got := make(chan *core.Message, 1)
-	go func() {
-		m, err := f.relay.WaitResult(ctx, "task")
-		if err != nil {
-			t.Error(err)
-		}
-		got <- m
-	}()
+	got := f.waitResult(t, "task", 10*time.Second)
 	time.Sleep(100 * time.Millisecond) // the wait has started and checked once
 	if _, err := other.Send(f.ctx, &core.Message{ID: "result", Sender: "worker", Receiver: "planner", Type: "task.result",
 		CorrelationID: "task", Parts: []core.Part{{Kind: core.PartText, Text: "from elsewhere"}}}); err != nil {

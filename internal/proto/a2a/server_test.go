@@ -82,6 +82,20 @@ func (w *worker) last() map[string]any {
 	return w.seen[len(w.seen)-1]
 }
 
+// await waits up to d for the worker to get an envelope and returns the
+// latest it got.
+func (w *worker) await(t *testing.T, d time.Duration) map[string]any {
+	t.Helper()
+	for deadline := time.Now().Add(d); ; time.Sleep(20 * time.Millisecond) {
+		if env := w.last(); env != nil {
+			return env
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the worker never got the message")
+		}
+	}
+}
+
 func register(t *testing.T, base, id, callback string, card *core.Card) {
 	t.Helper()
 	body := map[string]any{"agent_id": id, "callback_url": callback}
@@ -210,14 +224,7 @@ func TestTaskFollowsRelay(t *testing.T) {
 
 	// async: working until the worker sends its result with correlation_id.
 	task := result(t, second(rpc(t, base+"/a2a/async", "1.0", strings.Replace(send("job"), `"params":{`, `"params":{"configuration":{"returnImmediately":true},`, 1))))["task"].(map[string]any)
-	var env map[string]any
-	for i := 0; i < 100 && env == nil; i++ {
-		time.Sleep(20 * time.Millisecond)
-		env = async.last()
-	}
-	if env == nil {
-		t.Fatal("the worker never got the message")
-	}
+	env := async.await(t, 2*time.Second)
 	// The worker has the message; the hub records the delivery once the
 	// worker's answer is in, so the task turns working shortly after.
 	var state any
@@ -377,14 +384,7 @@ func TestStreamOutlivesBodyTimeout(t *testing.T) {
 	register(t, base, "a2a-client", "", nil)
 
 	events := openStream(t, base+"/a2a/slow", strings.Replace(send("stream"), `"SendMessage"`, `"SendStreamingMessage"`, 1))
-	var env map[string]any
-	for i := 0; i < 250 && env == nil; i++ {
-		time.Sleep(20 * time.Millisecond)
-		env = w.last()
-	}
-	if env == nil {
-		t.Fatal("the worker never got the message")
-	}
+	env := w.await(t, 5*time.Second)
 	time.Sleep(3 * bodyTimeout) // well past the body's deadline
 	b, _ := json.Marshal(map[string]any{"atp_version": "1.0", "sender": "slow", "receiver": "a2a-client", "type": "result",
 		"correlation_id": env["message_id"], "payload": map[string]string{"text": "late"}})

@@ -4,6 +4,7 @@ package hubtest
 import (
 	"context"
 	"net"
+	"sync"
 	"testing"
 
 	"github.com/switchboard-hub/switchboard/internal/hub"
@@ -14,6 +15,15 @@ import (
 // opt.Dev auth is on, with the admin token "sba_test-admin-token" unless
 // opt sets one. The hub is stopped when the test ends.
 func Start(t testing.TB, opt hub.Options) (*hub.Hub, string) {
+	t.Helper()
+	h, base, _ := StartStop(t, opt)
+	return h, base
+}
+
+// StartStop is Start that also returns a function stopping the hub
+// before the test ends (to start another on its data directory, say);
+// calling it again, or the test's end after it, does nothing more.
+func StartStop(t testing.TB, opt hub.Options) (*hub.Hub, string, func()) {
 	t.Helper()
 	if opt.DataDir == "" {
 		opt.DataDir = t.TempDir()
@@ -35,10 +45,14 @@ func Start(t testing.TB, opt hub.Options) (*hub.Hub, string) {
 	}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = h.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		_ = h.Close()
-	})
-	return h, "http://" + ln.Addr().String()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			_ = h.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return h, "http://" + ln.Addr().String(), stop
 }

@@ -66,6 +66,13 @@
 //     with its parts as an artifact, or the state in its metadata
 //     "a2a_state" (failed when its type is "error").
 //
+// One goroutine per Server moves open tasks along with no client asking
+// (notified by the relay, checking now and then); each followed message
+// is marked by a record of kind "a2a_follow", written before the message
+// is sent and deleted when following ends, and a Server started with
+// Options.Context adopts the marks it finds, so tasks a stopped hub left
+// open move on after a restart.
+//
 // Illegal state transitions are refused (CanTransition): terminal states
 // (completed, failed, canceled, rejected) are final. Canceling a terminal
 // task is -32002; the agent is not told of a cancel.

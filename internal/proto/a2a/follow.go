@@ -2,8 +2,13 @@ package a2a
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
+
+	"github.com/switchboard-hub/switchboard/internal/core"
 )
 
 // followers move tasks along as their relayed messages are delivered and
@@ -18,6 +23,11 @@ import (
 // WaitResult until the message's TTL plus Options.ResultWait, cost about
 // 20 KiB and four store reads a second for each task a receiver had not
 // answered.
+//
+// What is followed is also in the store, one KindFollow record per relayed
+// message, written before the message is sent and deleted when following
+// it ends, so that an instance that starts (after a restart, a crash, or
+// in place of one that is gone) follows every task left open: adopt.
 type followers struct {
 	s    *Server
 	once sync.Once
@@ -43,16 +53,87 @@ const (
 	followMaxChecks = 200 // checks a second with no event, at most (beyond those of young tasks)
 )
 
+// adoptMax bounds the records one adopt reads.
+const adoptMax = 100_000
+
 func newFollowers(s *Server) *followers {
 	return &followers{s: s, wake: make(chan struct{}, 1), byMsg: map[string]*followed{}, due: map[string]struct{}{}}
 }
 
-// follow starts following message msgID of the agent's task, for at most
-// ttl plus ResultWait.
-func (f *followers) follow(agent, taskID, msgID string, ttl time.Duration) {
-	f.once.Do(func() { go f.run(f.s.opt.Context) })
+// followMark is a KindFollow record's data (its ID is the message id).
+type followMark struct {
+	Agent string    `json:"agent"`
+	Task  string    `json:"task"`
+	Until time.Time `json:"until"`
+}
+
+// remember records, before message msgID of the agent's task is sent, that
+// it is to be followed until until.
+func (f *followers) remember(ctx context.Context, agent, taskID, msgID string, until time.Time) error {
+	b, err := json.Marshal(followMark{Agent: agent, Task: taskID, Until: until})
+	if err != nil {
+		return fmt.Errorf("a2a: encode follow mark: %w", err)
+	}
+	_, err = f.s.relay.Store().PutRecord(ctx, core.Record{Kind: KindFollow, ID: msgID, Data: b, UpdatedAt: f.s.relay.Clock().Now()})
+	if err != nil && !errors.Is(err, core.ErrConflict) {
+		return fmt.Errorf("a2a: record follow mark: %w", err)
+	}
+	return nil
+}
+
+// forget deletes the marks of messages no longer followed. A mark left
+// behind (the store failed, the hub stopped) is adopted at the next start
+// and forgotten then.
+func (f *followers) forget(ctx context.Context, ids []string) {
+	for _, id := range ids {
+		if err := f.s.relay.Store().DeleteRecord(ctx, KindFollow, id); err != nil && !errors.Is(err, core.ErrNotFound) && ctx.Err() == nil {
+			f.s.log.Warn("a2a: forget follow mark", "message", id, "err", err)
+		}
+	}
+}
+
+// start runs the follower and adopts what the store says is followed.
+func (f *followers) start() {
+	f.once.Do(func() {
+		ctx := f.s.opt.Context
+		go f.run(ctx)
+		go func() {
+			if err := f.adopt(ctx); err != nil && ctx.Err() == nil {
+				f.s.log.Warn("a2a: adopt open tasks", "err", err)
+			}
+		}()
+	})
+}
+
+// adopt follows every message the store marks as followed and this
+// instance does not follow: the open tasks of a hub that stopped.
+func (f *followers) adopt(ctx context.Context) error {
+	recs, err := f.s.relay.Store().ListRecords(ctx, KindFollow, "", adoptMax)
+	if err != nil {
+		return fmt.Errorf("a2a: list follow marks: %w", err)
+	}
+	n := 0
+	for _, rec := range recs {
+		var m followMark
+		if err := json.Unmarshal(rec.Data, &m); err != nil || m.Task == "" {
+			f.s.log.Warn("a2a: unreadable follow mark dropped", "message", rec.ID, "err", err)
+			f.forget(ctx, []string{rec.ID})
+			continue
+		}
+		f.follow(m.Agent, m.Task, rec.ID, m.Until)
+		n++
+	}
+	if n > 0 {
+		f.s.log.Info("a2a: following tasks left open", "messages", n)
+	}
+	return nil
+}
+
+// follow starts following message msgID of the agent's task, until until.
+func (f *followers) follow(agent, taskID, msgID string, until time.Time) {
+	f.start()
 	now := f.s.relay.Clock().Now()
-	e := &followed{agent: agent, task: taskID, until: now.Add(ttl + f.s.opt.ResultWait),
+	e := &followed{agent: agent, task: taskID, until: until,
 		next: now.Add(followFirstGap), gap: followFirstGap}
 	f.mu.Lock()
 	if _, dup := f.byMsg[msgID]; dup {
@@ -137,12 +218,13 @@ func (f *followers) pass(ctx context.Context) {
 	}
 	f.mu.Unlock()
 	seen := map[string]bool{} // tasks reconciled in this pass
+	var ended []string
 	for _, c := range todo {
 		done := now.After(c.e.until)
-		if !done && !seen[c.e.task] {
+		if !seen[c.e.task] { // once more at the end, too: the hub may have been down
 			seen[c.e.task] = true
 			r := f.s.reconcile(ctx, c.e.agent, c.e.task)
-			done = r == nil || settled(r)
+			done = done || r == nil || settled(r)
 		}
 		var stop func()
 		f.mu.Lock()
@@ -153,6 +235,7 @@ func (f *followers) pass(ctx context.Context) {
 		if done {
 			delete(f.byMsg, c.id)
 			stop = c.e.stop
+			ended = append(ended, c.id)
 		} else if !c.e.next.After(now) {
 			// Past followMaxChecks tasks, the gaps stretch so that the
 			// checks stay within that many a second.
@@ -164,5 +247,8 @@ func (f *followers) pass(ctx context.Context) {
 		if stop != nil {
 			stop()
 		}
+	}
+	if len(ended) > 0 {
+		go f.forget(ctx, ended) // a write each: not in the way of the next pass
 	}
 }

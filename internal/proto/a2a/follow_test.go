@@ -143,3 +143,86 @@ func TestStreamSeesChangesFromElsewhere(t *testing.T) {
 		}
 	}
 }
+
+// TestTasksFollowedAcrossRestart: a task left open when its hub stops is
+// followed by the next hub on the same store. Its answer, which arrives
+// after the restart, completes it and is pushed to its push notification
+// config with no client asking, and the follow marks are then gone.
+func TestTasksFollowedAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	h1, base1, stop1 := hubtest.StartStop(t, hub.Options{Dev: true, DataDir: dir})
+	register(t, base1, "sink", "", nil)       // pulls, answers after the restart
+	register(t, base1, "a2a-client", "", nil) // where the answers go
+	pushes := startWorker(t, http.StatusOK, "{}")
+	body := strings.Replace(send("across"), `"params":{`, `"params":{"configuration":{"returnImmediately":true,"taskPushNotificationConfig":{"url":"`+pushes.srv.URL+`","token":"tok"}},`, 1)
+	task := result(t, second(rpc(t, base1+"/a2a/sink", "1.0", body)))["task"].(map[string]any)
+	id := task["id"].(string)
+	ctx := context.Background()
+	marks, err := h1.Store.ListRecords(ctx, a2a.KindFollow, "", 0)
+	if err != nil || len(marks) != 1 {
+		t.Fatalf("follow marks before the restart: %d, %v", len(marks), err)
+	}
+	stop1()
+
+	h2, base2 := hubtest.Start(t, hub.Options{Dev: true, DataDir: dir})
+	var pulled struct {
+		Messages []struct {
+			MessageID string `json:"message_id"`
+		} `json:"messages"`
+	}
+	resp, err := http.Get(base2 + "/atp/pending/sink")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&pulled)
+	resp.Body.Close()
+	if len(pulled.Messages) != 1 || pulled.Messages[0].MessageID != marks[0].ID {
+		t.Fatalf("pulled %+v, want the marked message %s", pulled.Messages, marks[0].ID)
+	}
+	b, _ := json.Marshal(map[string]any{"atp_version": "1.0", "sender": "sink", "receiver": "a2a-client", "type": "result",
+		"correlation_id": marks[0].ID, "payload": map[string]string{"text": "done after a restart"}})
+	resp, err = http.Post(base2+"/atp/send", "application/json", bytes.NewReader(b))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("send result: %v %v", err, resp)
+	}
+	resp.Body.Close()
+
+	// Read from the store and the push receiver, not through the A2A API
+	// (whose reads reconcile).
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		rec, err := h2.Store.GetRecord(ctx, a2a.KindTask, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tr a2a.TaskRecord
+		if err := json.Unmarshal(rec.Data, &tr); err != nil {
+			t.Fatal(err)
+		}
+		if tr.Task.Status.State == "TASK_STATE_COMPLETED" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the task answered after the restart is %s, not completed", tr.Task.Status.State)
+		}
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if strings.Contains(mustJSON(pushes.last()), "TASK_STATE_COMPLETED") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no push of the completion; last push %s", mustJSON(pushes.last()))
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		marks, err := h2.Store.ListRecords(ctx, a2a.KindFollow, "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(marks) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d follow marks left after the task settled", len(marks))
+		}
+	}
+}

@@ -76,7 +76,8 @@ func New(relay *core.Relay, opt Options) *Server {
 	if opt.ResultWait <= 0 {
 		opt.ResultWait = 10 * time.Minute
 	}
-	if opt.Context == nil {
+	given := opt.Context != nil
+	if !given {
 		opt.Context = context.Background()
 	}
 	if opt.HTTPClient == nil {
@@ -88,6 +89,9 @@ func New(relay *core.Relay, opt Options) *Server {
 	s := &Server{relay: relay, tasks: newTasks(relay.Store(), relay.Clock()), opt: opt, log: opt.Logger, pushSeen: map[string]time.Time{}}
 	s.followers = newFollowers(s)
 	s.tasks.onChange = s.pushChange
+	if given {
+		s.followers.start() // tasks a stopped hub left open move on
+	}
 	return s
 }
 
@@ -466,13 +470,19 @@ func (s *Server) start(ctx context.Context, ag *core.Agent, v Version, p *sendPa
 			m.Metadata[k] = val
 		}
 	}
+	// Followed for the message's TTL and then ResultWait for a result.
+	ttl := m.TTL
+	if ttl == 0 {
+		ttl = s.relay.Config().DefaultTTL
+	}
+	until := now.Add(ttl + s.opt.ResultWait)
 	if !existing {
 		rec.Task.History = []*sdk.Message{msg}
 		rec.Links = []link{{MessageID: m.ID}}
 		if err := s.tasks.create(ctx, rec); err != nil {
 			return nil, toRPCError(err)
 		}
-		if _, err := s.relay.Send(ctx, m); err != nil {
+		if err := s.send(ctx, ag.ID, rec, m, until); err != nil {
 			_ = s.relay.Store().DeleteRecord(context.WithoutCancel(ctx), KindTask, string(rec.Task.ID))
 			return nil, toRPCError(err)
 		}
@@ -480,7 +490,7 @@ func (s *Server) start(ctx context.Context, ag *core.Agent, v Version, p *sendPa
 		if err := core.CheckCard(ag, m); err != nil {
 			return nil, toRPCError(err)
 		}
-		if _, err := s.relay.Send(ctx, m); err != nil {
+		if err := s.send(ctx, ag.ID, rec, m, until); err != nil {
 			return nil, toRPCError(err)
 		}
 		r, err := s.tasks.update(ctx, ag.ID, string(rec.Task.ID), func(r *TaskRecord) error {
@@ -502,12 +512,22 @@ func (s *Server) start(ctx context.Context, ag *core.Agent, v Version, p *sendPa
 			s.log.Warn("a2a: store push config", "task", rec.Task.ID, "err", err)
 		}
 	}
-	ttl := m.TTL
-	if ttl == 0 {
-		ttl = s.relay.Config().DefaultTTL
-	}
-	s.followers.follow(ag.ID, string(rec.Task.ID), m.ID, ttl)
+	s.followers.follow(ag.ID, string(rec.Task.ID), m.ID, until)
 	return rec, nil
+}
+
+// send relays m, a message of task rec to the agent, marking it in the
+// store first as followed until until (so that a hub that stops before
+// the task settles follows it again when it starts).
+func (s *Server) send(ctx context.Context, agent string, rec *TaskRecord, m *core.Message, until time.Time) error {
+	if err := s.followers.remember(ctx, agent, string(rec.Task.ID), m.ID, until); err != nil {
+		return err
+	}
+	if _, err := s.relay.Send(ctx, m); err != nil {
+		s.followers.forget(context.WithoutCancel(ctx), []string{m.ID})
+		return err
+	}
+	return nil
 }
 
 // canRead lets the task's creator, its agent or the operator read it; a

@@ -20,6 +20,10 @@ const (
 	// KindPush holds a push notification config (ID: task id/config id,
 	// Index: task id).
 	KindPush = "a2a_push"
+	// KindFollow marks a relayed message of an open task, which the hub
+	// follows to move the task along (ID: the message id; data: the
+	// agent, the task and until when).
+	KindFollow = "a2a_follow"
 )
 
 // Task errors, matched with errors.Is.

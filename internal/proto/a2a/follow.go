@@ -1,6 +1,7 @@
 package a2a
 
 import (
+	"container/heap"
 	"context"
 	"encoding/json"
 	"errors"
@@ -36,6 +37,30 @@ type followers struct {
 	mu    sync.Mutex
 	byMsg map[string]*followed // message id → what follows it
 	due   map[string]struct{}  // message ids notified since the last pass
+	queue checks               // next checks, soonest first (stale ones skipped)
+}
+
+// check is a followed message's next check, as queued.
+type check struct {
+	at time.Time
+	id string
+	e  *followed
+}
+
+// checks is a min-heap of checks by time (container/heap), so that a pass
+// takes the checks that are due without walking every followed message.
+type checks []check
+
+func (q checks) Len() int           { return len(q) }
+func (q checks) Less(i, j int) bool { return q[i].at.Before(q[j].at) }
+func (q checks) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *checks) Push(x any)        { *q = append(*q, x.(check)) }
+func (q *checks) Pop() any {
+	old := *q
+	c := old[len(old)-1]
+	old[len(old)-1] = check{}
+	*q = old[:len(old)-1]
+	return c
 }
 
 // followed is one relayed message of a task.
@@ -141,6 +166,7 @@ func (f *followers) follow(agent, taskID, msgID string, until time.Time) {
 		return
 	}
 	f.byMsg[msgID] = e
+	heap.Push(&f.queue, check{e.next, msgID, e})
 	f.mu.Unlock()
 	// Outside f.mu: the relay calls notified with its own lock held.
 	stop := f.s.relay.OnMessageEvent(msgID, f.notified)
@@ -183,6 +209,7 @@ func (f *followers) run(ctx context.Context) {
 				}
 				delete(f.byMsg, id)
 			}
+			f.queue = nil
 			f.mu.Unlock()
 			for _, stop := range stops { // outside f.mu: stop takes the relay's lock
 				stop()
@@ -199,21 +226,18 @@ func (f *followers) run(ctx context.Context) {
 // next check is due, reconciling each one's task once.
 func (f *followers) pass(ctx context.Context) {
 	now := f.s.relay.Clock().Now()
-	type check struct {
-		id string
-		e  *followed
-	}
 	var todo []check
 	f.mu.Lock()
 	for id := range f.due {
 		if e := f.byMsg[id]; e != nil {
-			todo = append(todo, check{id, e})
+			todo = append(todo, check{e.next, id, e})
 		}
 	}
 	clear(f.due)
-	for id, e := range f.byMsg {
-		if !e.next.After(now) {
-			todo = append(todo, check{id, e})
+	for len(f.queue) > 0 && !f.queue[0].at.After(now) {
+		c := heap.Pop(&f.queue).(check)
+		if f.byMsg[c.id] == c.e && c.e.next.Equal(c.at) { // else ended or requeued
+			todo = append(todo, c)
 		}
 	}
 	f.mu.Unlock()
@@ -242,6 +266,7 @@ func (f *followers) pass(ctx context.Context) {
 			maxGap := max(followMaxGap, time.Duration(len(f.byMsg))*time.Second/followMaxChecks)
 			c.e.gap = min(2*c.e.gap, maxGap)
 			c.e.next = now.Add(c.e.gap)
+			heap.Push(&f.queue, check{c.e.next, c.id, c.e})
 		}
 		f.mu.Unlock()
 		if stop != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
 	"github.com/switchboard-hub/switchboard/internal/proto/a2a"
@@ -223,6 +224,71 @@ func TestTasksFollowedAcrossRestart(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%d follow marks left after the task settled", len(marks))
+		}
+	}
+}
+
+// TestFollowerChecksOnItsOwn: a result that reaches the store without this
+// instance's relay hearing of it (accepted by another instance on the same
+// store) still completes tasks, through the follower's own checks, and
+// every task checked is checked again until it settles.
+func TestFollowerChecksOnItsOwn(t *testing.T) {
+	const n = 20
+	h, base := hubtest.Start(t, hub.Options{Dev: true})
+	register(t, base, "sink", "", nil)
+	register(t, base, "a2a-client", "", nil)
+	async := func(i int) string {
+		return strings.Replace(send(fmt.Sprint("far-", i)), `"params":{`, `"params":{"configuration":{"returnImmediately":true},`, 1)
+	}
+	ctx := context.Background()
+	other := core.NewRelay(h.Store, nil, core.Config{}, nil) // another instance
+	tasks := map[string]bool{}
+	for i := range n {
+		task := result(t, second(rpc(t, base+"/a2a/sink", "1.0", async(i))))["task"].(map[string]any)
+		tasks[task["id"].(string)] = true
+	}
+	marks, err := h.Store.ListRecords(ctx, a2a.KindFollow, "", 0)
+	if err != nil || len(marks) != n {
+		t.Fatalf("%d follow marks, want %d (%v)", len(marks), n, err)
+	}
+	// Answer half now, after the first checks, and half once the checks
+	// have spaced out.
+	answer := func(marks []core.Record) {
+		for _, m := range marks {
+			if _, err := other.Send(ctx, &core.Message{ID: "r-" + m.ID, Sender: "sink", Receiver: "a2a-client", Type: "result",
+				CorrelationID: m.ID, Parts: []core.Part{{Kind: core.PartText, Text: "done elsewhere"}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	completed := func() int {
+		c := 0
+		for id := range tasks {
+			rec, err := h.Store.GetRecord(ctx, a2a.KindTask, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var tr a2a.TaskRecord
+			if err := json.Unmarshal(rec.Data, &tr); err != nil {
+				t.Fatal(err)
+			}
+			if tr.Task.Status.State == "TASK_STATE_COMPLETED" {
+				c++
+			}
+		}
+		return c
+	}
+	time.Sleep(1500 * time.Millisecond)
+	answer(marks[:n/2])
+	time.Sleep(2 * time.Second)
+	answer(marks[n/2:])
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		c := completed()
+		if c == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d tasks completed by results accepted elsewhere", c, n)
 		}
 	}
 }

@@ -23,75 +23,35 @@ import (
 func TestTasksFollowedWithoutAGoroutineEach(t *testing.T) {
 	const n = 200
 	h, base := hubtest.Start(t, hub.Options{Dev: true})
-	register(t, base, "sink", "", nil)       // pulls, answers later
-	register(t, base, "a2a-client", "", nil) // where the answers go
-	async := func(i int) string {
-		return strings.Replace(send(fmt.Sprint("job-", i)), `"params":{`, `"params":{"configuration":{"returnImmediately":true},`, 1)
-	}
-	result(t, second(rpc(t, base+"/a2a/sink", "1.0", async(-1)))) // the follower and connections start
+	register(t, base, "sink", "", nil)                                   // pulls, answers later
+	register(t, base, "a2a-client", "", nil)                             // where the answers go
+	result(t, second(rpc(t, base+"/a2a/sink", "1.0", asyncSend("job")))) // the follower and connections start
 	time.Sleep(100 * time.Millisecond)
 	before := runtime.NumGoroutine()
-	tasks := map[string]bool{}
+	var tasks []string
 	for i := range n {
-		task := result(t, second(rpc(t, base+"/a2a/sink", "1.0", async(i))))["task"].(map[string]any)
-		tasks[task["id"].(string)] = true
+		task := result(t, second(rpc(t, base+"/a2a/sink", "1.0", asyncSend(fmt.Sprint("job-", i)))))["task"].(map[string]any)
+		tasks = append(tasks, task["id"].(string))
 	}
 	if grown := runtime.NumGoroutine() - before; grown > n/4 {
 		t.Fatalf("%d goroutines more after %d tasks were started", grown, n)
 	}
 
 	// The receiver takes every message and answers each.
-	var pulled struct {
-		Messages []struct {
-			MessageID string `json:"message_id"`
-		} `json:"messages"`
-	}
-	resp, err := http.Get(base + "/atp/pending/sink?limit=1000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&pulled)
-	resp.Body.Close()
-	if len(pulled.Messages) != n+1 {
-		t.Fatalf("pulled %d messages, want %d", len(pulled.Messages), n+1)
+	ids := pullIDs(t, base, "sink")
+	if len(ids) != n+1 {
+		t.Fatalf("pulled %d messages, want %d", len(ids), n+1)
 	}
 	if grown := runtime.NumGoroutine() - before; grown > n/4 {
 		t.Fatalf("%d goroutines more after %d tasks were delivered", grown, n)
 	}
-	for _, m := range pulled.Messages {
-		b, _ := json.Marshal(map[string]any{"atp_version": "1.0", "sender": "sink", "receiver": "a2a-client", "type": "result",
-			"correlation_id": m.MessageID, "payload": map[string]string{"text": "done"}})
-		resp, err := http.Post(base+"/atp/send", "application/json", bytes.NewReader(b))
-		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("send result: %v %v", err, resp)
-		}
-		resp.Body.Close()
+	for _, id := range ids {
+		answerATP(t, base, id)
 	}
-	// Read from the store, not through the A2A API (whose reads
-	// reconcile): the tasks completed on their own.
-	ctx := context.Background()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		open := 0
-		for id := range tasks {
-			rec, err := h.Store.GetRecord(ctx, a2a.KindTask, id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var tr a2a.TaskRecord
-			if err := json.Unmarshal(rec.Data, &tr); err != nil {
-				t.Fatal(err)
-			}
-			if tr.Task.Status.State != "TASK_STATE_COMPLETED" {
-				open++
-			}
-		}
-		if open == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d answered tasks not completed", open, n)
-		}
-	}
+	// The tasks completed on their own.
+	within(t, 20*time.Second, func() string {
+		return fmt.Sprintf("%d of %d answered tasks completed", completed(t, h.Store, tasks), n)
+	}, func() bool { return completed(t, h.Store, tasks) == n })
 }
 
 // TestStreamSeesChangesFromElsewhere: a change to a task that does not
@@ -155,7 +115,7 @@ func TestTasksFollowedAcrossRestart(t *testing.T) {
 	register(t, base1, "sink", "", nil)       // pulls, answers after the restart
 	register(t, base1, "a2a-client", "", nil) // where the answers go
 	pushes := startWorker(t, http.StatusOK, "{}")
-	body := strings.Replace(send("across"), `"params":{`, `"params":{"configuration":{"returnImmediately":true,"taskPushNotificationConfig":{"url":"`+pushes.srv.URL+`","token":"tok"}},`, 1)
+	body := strings.Replace(asyncSend("across"), `"configuration":{`, `"configuration":{"taskPushNotificationConfig":{"url":"`+pushes.srv.URL+`","token":"tok"},`, 1)
 	task := result(t, second(rpc(t, base1+"/a2a/sink", "1.0", body)))["task"].(map[string]any)
 	id := task["id"].(string)
 	ctx := context.Background()
@@ -166,66 +126,23 @@ func TestTasksFollowedAcrossRestart(t *testing.T) {
 	stop1()
 
 	h2, base2 := hubtest.Start(t, hub.Options{Dev: true, DataDir: dir})
-	var pulled struct {
-		Messages []struct {
-			MessageID string `json:"message_id"`
-		} `json:"messages"`
+	if ids := pullIDs(t, base2, "sink"); len(ids) != 1 || ids[0] != marks[0].ID {
+		t.Fatalf("pulled %v, want the marked message %s", ids, marks[0].ID)
 	}
-	resp, err := http.Get(base2 + "/atp/pending/sink")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&pulled)
-	resp.Body.Close()
-	if len(pulled.Messages) != 1 || pulled.Messages[0].MessageID != marks[0].ID {
-		t.Fatalf("pulled %+v, want the marked message %s", pulled.Messages, marks[0].ID)
-	}
-	b, _ := json.Marshal(map[string]any{"atp_version": "1.0", "sender": "sink", "receiver": "a2a-client", "type": "result",
-		"correlation_id": marks[0].ID, "payload": map[string]string{"text": "done after a restart"}})
-	resp, err = http.Post(base2+"/atp/send", "application/json", bytes.NewReader(b))
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("send result: %v %v", err, resp)
-	}
-	resp.Body.Close()
-
-	// Read from the store and the push receiver, not through the A2A API
-	// (whose reads reconcile).
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		rec, err := h2.Store.GetRecord(ctx, a2a.KindTask, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var tr a2a.TaskRecord
-		if err := json.Unmarshal(rec.Data, &tr); err != nil {
-			t.Fatal(err)
-		}
-		if tr.Task.Status.State == "TASK_STATE_COMPLETED" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the task answered after the restart is %s, not completed", tr.Task.Status.State)
-		}
-	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if strings.Contains(mustJSON(pushes.last()), "TASK_STATE_COMPLETED") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no push of the completion; last push %s", mustJSON(pushes.last()))
-		}
-	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	answerATP(t, base2, marks[0].ID)
+	within(t, 20*time.Second, func() string { return "the task answered after the restart did not complete" },
+		func() bool { return completed(t, h2.Store, []string{id}) == 1 })
+	within(t, 20*time.Second, func() string { return "no push of the completion; last push " + mustJSON(pushes.last()) },
+		func() bool { return strings.Contains(mustJSON(pushes.last()), "TASK_STATE_COMPLETED") })
+	left := func() int {
 		marks, err := h2.Store.ListRecords(ctx, a2a.KindFollow, "", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(marks) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d follow marks left after the task settled", len(marks))
-		}
+		return len(marks)
 	}
+	within(t, 10*time.Second, func() string { return fmt.Sprintf("%d follow marks left after the task settled", left()) },
+		func() bool { return left() == 0 })
 }
 
 // TestFollowerChecksOnItsOwn: a result that reaches the store without this
@@ -237,22 +154,17 @@ func TestFollowerChecksOnItsOwn(t *testing.T) {
 	h, base := hubtest.Start(t, hub.Options{Dev: true})
 	register(t, base, "sink", "", nil)
 	register(t, base, "a2a-client", "", nil)
-	async := func(i int) string {
-		return strings.Replace(send(fmt.Sprint("far-", i)), `"params":{`, `"params":{"configuration":{"returnImmediately":true},`, 1)
-	}
 	ctx := context.Background()
 	other := core.NewRelay(h.Store, nil, core.Config{}, nil) // another instance
-	tasks := map[string]bool{}
+	var tasks []string
 	for i := range n {
-		task := result(t, second(rpc(t, base+"/a2a/sink", "1.0", async(i))))["task"].(map[string]any)
-		tasks[task["id"].(string)] = true
+		task := result(t, second(rpc(t, base+"/a2a/sink", "1.0", asyncSend(fmt.Sprint("far-", i)))))["task"].(map[string]any)
+		tasks = append(tasks, task["id"].(string))
 	}
 	marks, err := h.Store.ListRecords(ctx, a2a.KindFollow, "", 0)
 	if err != nil || len(marks) != n {
 		t.Fatalf("%d follow marks, want %d (%v)", len(marks), n, err)
 	}
-	// Answer half now, after the first checks, and half once the checks
-	// have spaced out.
 	answer := func(marks []core.Record) {
 		for _, m := range marks {
 			if _, err := other.Send(ctx, &core.Message{ID: "r-" + m.ID, Sender: "sink", Receiver: "a2a-client", Type: "result",
@@ -261,34 +173,84 @@ func TestFollowerChecksOnItsOwn(t *testing.T) {
 			}
 		}
 	}
-	completed := func() int {
-		c := 0
-		for id := range tasks {
-			rec, err := h.Store.GetRecord(ctx, a2a.KindTask, id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var tr a2a.TaskRecord
-			if err := json.Unmarshal(rec.Data, &tr); err != nil {
-				t.Fatal(err)
-			}
-			if tr.Task.Status.State == "TASK_STATE_COMPLETED" {
-				c++
-			}
-		}
-		return c
-	}
+	// Half answered after the first checks, half once they have spaced out.
 	time.Sleep(1500 * time.Millisecond)
 	answer(marks[:n/2])
 	time.Sleep(2 * time.Second)
 	answer(marks[n/2:])
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		c := completed()
-		if c == n {
-			break
+	within(t, 20*time.Second, func() string {
+		return fmt.Sprintf("%d of %d tasks completed by results accepted elsewhere", completed(t, h.Store, tasks), n)
+	}, func() bool { return completed(t, h.Store, tasks) == n })
+}
+
+// asyncSend is a SendMessage of text that returns at once.
+func asyncSend(text string) string {
+	return strings.Replace(send(text), `"params":{`, `"params":{"configuration":{"returnImmediately":true},`, 1)
+}
+
+// pullIDs pulls the agent's pending messages over ATP and returns their ids.
+func pullIDs(t *testing.T, base, agent string) []string {
+	t.Helper()
+	var pulled struct {
+		Messages []struct {
+			MessageID string `json:"message_id"`
+		} `json:"messages"`
+	}
+	resp, err := http.Get(base + "/atp/pending/" + agent + "?limit=1000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&pulled); err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, len(pulled.Messages))
+	for i, m := range pulled.Messages {
+		ids[i] = m.MessageID
+	}
+	return ids
+}
+
+// answerATP sends, as "sink" over ATP, the result of message id.
+func answerATP(t *testing.T, base, id string) {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"atp_version": "1.0", "sender": "sink", "receiver": "a2a-client", "type": "result",
+		"correlation_id": id, "payload": map[string]string{"text": "done"}})
+	resp, err := http.Post(base+"/atp/send", "application/json", bytes.NewReader(b))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("send result: %v %v", err, resp)
+	}
+	resp.Body.Close()
+}
+
+// completed counts the tasks that are completed in the store (read from
+// the store, not through the A2A API, whose reads reconcile).
+func completed(t *testing.T, st core.RecordStore, ids []string) int {
+	t.Helper()
+	n := 0
+	for _, id := range ids {
+		rec, err := st.GetRecord(context.Background(), a2a.KindTask, id)
+		if err != nil {
+			t.Fatal(err)
 		}
+		var tr a2a.TaskRecord
+		if err := json.Unmarshal(rec.Data, &tr); err != nil {
+			t.Fatal(err)
+		}
+		if tr.Task.Status.State == "TASK_STATE_COMPLETED" {
+			n++
+		}
+	}
+	return n
+}
+
+// within fails the test unless ok holds within d; what says what did not
+// happen.
+func within(t *testing.T, d time.Duration, what func() string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !ok(); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d tasks completed by results accepted elsewhere", c, n)
+			t.Fatal(what())
 		}
 	}
 }

@@ -25,6 +25,9 @@ var (
 	ErrContentType     = errors.New("content type not accepted by receiver")
 	ErrTooLarge        = errors.New("message too large for receiver")
 	ErrForbidden       = errors.New("sender not allowed by receiver")
+	// ErrAgentLimit refuses the registration of a new agent id when the
+	// hub holds Config.MaxAgents agents.
+	ErrAgentLimit = errors.New("agent limit reached")
 )
 
 // Clock tells the time; tests inject a fake one.
@@ -76,6 +79,7 @@ type Config struct {
 	Poll          time.Duration // scheduler poll when idle [250ms]
 	Retention     time.Duration // how long terminal receipts are kept [24h]
 	MaxQueue      int           // queued messages per receiver, below 0 no limit [100000]
+	MaxAgents     int           // registered agents (alive or not) before a new id is refused, below 0 no limit [1000000]
 	Skew          time.Duration // sender clock tolerance for "expired" [2s]
 	MaxParts      int           // content parts per message [64]
 	MaxStreams    int           // streams one receiver may hold open on one instance (one more ends the oldest), below 0 no limit [16]
@@ -113,6 +117,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxQueue == 0 {
 		c.MaxQueue = 100000
+	}
+	if c.MaxAgents == 0 {
+		c.MaxAgents = 1_000_000
 	}
 	if c.MaxStreams == 0 {
 		c.MaxStreams = 16
@@ -152,6 +159,9 @@ type Relay struct {
 
 	depthMu sync.Mutex
 	depths  map[string]cachedDepth
+
+	countMu sync.Mutex
+	count   cachedDepth // agents registered, as last counted (plus this instance's new ones since)
 }
 
 type cachedDepth struct {
@@ -306,6 +316,9 @@ func (r *Relay) Register(ctx context.Context, a *Agent, lease time.Duration) (qu
 	if a.Endpoint.Pushable() && !r.Deliverable(a.Endpoint.Kind) {
 		return 0, false, fmt.Errorf("endpoint kind %q: %w", a.Endpoint.Kind, ErrInvalid)
 	}
+	if err := r.checkAgentLimit(ctx, a.ID); err != nil {
+		return 0, false, err
+	}
 	now := r.clock.Now()
 	a.LeaseSeconds = int(lease / time.Second)
 	a.ExpiresAt = now.Add(lease)
@@ -313,6 +326,11 @@ func (r *Relay) Register(ctx context.Context, a *Agent, lease time.Duration) (qu
 	a.RegisteredAt = now
 	if created, err = r.store.UpsertAgent(ctx, a); err != nil {
 		return 0, false, err
+	}
+	if created {
+		r.countMu.Lock()
+		r.count.n++
+		r.countMu.Unlock()
 	}
 	r.forget(a.ID)
 	if queued, err = r.store.Wake(ctx, a.ID, now); err != nil {
@@ -322,6 +340,60 @@ func (r *Relay) Register(ctx context.Context, a *Agent, lease time.Duration) (qu
 	r.wakeStream(a.ID)
 	r.events.Publish(Event{Type: EventRegistered, At: now, Agent: a.ID, Queued: queued})
 	return queued, created, nil
+}
+
+// checkAgentLimit refuses to register agent id, if it is new, when the hub
+// holds Config.MaxAgents agents. Counting the agents reads them all, so
+// while a count (plus this instance's registrations since) is under 90% of
+// the limit no exact check is made; the count is renewed every 10 s, or
+// every second past half the limit. Nearer the limit every registration
+// of a new id counts exactly; registrations on several instances at once
+// can still pass the limit by their number.
+func (r *Relay) checkAgentLimit(ctx context.Context, id string) error {
+	max := r.cfg.MaxAgents
+	if max <= 0 {
+		return nil
+	}
+	now := time.Now()
+	r.countMu.Lock()
+	c := r.count
+	r.countMu.Unlock()
+	renew := 10 * time.Second
+	if c.n*2 >= max {
+		renew = time.Second
+	}
+	count := func() error {
+		n, err := r.store.CountAgents(ctx)
+		if err != nil {
+			return fmt.Errorf("count agents: %w", err)
+		}
+		c = cachedDepth{n: n, at: now}
+		r.countMu.Lock()
+		r.count = c
+		r.countMu.Unlock()
+		return nil
+	}
+	if c.at.IsZero() || now.Sub(c.at) > renew {
+		if err := count(); err != nil {
+			return err
+		}
+	}
+	if c.n*10 < max*9 {
+		return nil
+	}
+	switch _, err := r.store.GetAgent(ctx, id); {
+	case err == nil:
+		return nil // not new
+	case !errors.Is(err, ErrNotFound):
+		return err
+	}
+	if err := count(); err != nil {
+		return err
+	}
+	if c.n >= max {
+		return fmt.Errorf("the hub holds %d agents (--max-agents %d): %w", c.n, max, ErrAgentLimit)
+	}
+	return nil
 }
 
 func (r *Relay) lease(d time.Duration) (time.Duration, error) {

@@ -645,6 +645,44 @@ func TestQueueFull(t *testing.T) {
 	}
 }
 
+// TestAgentLimit: past MaxAgents a new id is refused and nothing stored,
+// while agents already registered re-register; a deregistration makes
+// room at once (the check counts exactly near the limit).
+func TestAgentLimit(t *testing.T) {
+	f := newFixture(t, core.Config{MaxAgents: 4}) // worker and planner are two
+	reg := func(id string) error {
+		_, _, err := f.relay.Register(f.ctx, &core.Agent{ID: id, Endpoint: core.Endpoint{Kind: core.EndpointPull}}, time.Minute)
+		return err
+	}
+	for _, step := range []struct {
+		id   string
+		want error
+	}{
+		{"third", nil},
+		{"fourth", nil},
+		{"fifth", core.ErrAgentLimit},
+		{"worker", nil}, // known: re-registers
+		{"third", nil},
+		{"sixth", core.ErrAgentLimit},
+	} {
+		if err := reg(step.id); !errors.Is(err, step.want) || (step.want == nil && err != nil) {
+			t.Fatalf("register %s: %v, want %v", step.id, err, step.want)
+		}
+	}
+	if _, err := f.store.GetAgent(f.ctx, "fifth"); !errors.Is(err, core.ErrNotFound) {
+		t.Fatalf("a refused agent was stored: %v", err)
+	}
+	if err := f.relay.Deregister(f.ctx, "fourth"); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg("fifth"); err != nil {
+		t.Fatalf("register after a deregistration: %v", err)
+	}
+	if n, err := f.store.CountAgents(f.ctx); err != nil || n != 4 {
+		t.Fatalf("%d agents, %v; want 4", n, err)
+	}
+}
+
 func TestCardRules(t *testing.T) {
 	f := newFixture(t, core.Config{})
 	recv := &core.Agent{ID: "picky", Endpoint: core.Endpoint{Kind: core.EndpointPull},

@@ -103,6 +103,8 @@ type Store interface {
 	// GetAgent returns ErrNotFound for an unknown id.
 	GetAgent(ctx context.Context, id string) (*Agent, error)
 	ListAgents(ctx context.Context, f AgentFilter) ([]*Agent, error)
+	// CountAgents counts the registered agents, alive or not.
+	CountAgents(ctx context.Context) (int, error)
 	// RenewLease moves an agent's lease to expiresAt and LastSeen to now.
 	RenewLease(ctx context.Context, id string, expiresAt, now time.Time) error
 	DeleteAgent(ctx context.Context, id string) error

@@ -49,6 +49,7 @@ const (
 	CodeRateLimited      = "rate_limited"
 	CodeUnavailable      = "unavailable"
 	CodeStorageFull      = "storage_full"
+	CodeAgentLimit       = "agent_limit"
 	CodeInternal         = "internal"
 )
 
@@ -95,6 +96,8 @@ func Classify(err error) (int, string) {
 		return http.StatusForbidden, CodeForbidden
 	case errors.Is(err, core.ErrStorageFull):
 		return http.StatusInsufficientStorage, CodeStorageFull
+	case errors.Is(err, core.ErrAgentLimit):
+		return http.StatusInsufficientStorage, CodeAgentLimit
 	}
 	return http.StatusInternalServerError, CodeInternal
 }

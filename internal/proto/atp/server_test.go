@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -522,5 +523,30 @@ func TestStreamRedeliversLapsedLease(t *testing.T) {
 		case <-deadline:
 			t.Fatalf("the unacknowledged message came %d times, want 2 (again after its lease)", n)
 		}
+	}
+}
+
+// TestAgentLimitAnswer: with auth on, a registration of a new id past
+// --max-agents is answered 507 agent_limit with nothing stored, while an
+// agent already registered re-registers with its token.
+func TestAgentLimitAnswer(t *testing.T) {
+	h, base := hubtest.Start(t, hub.Options{Relay: core.Config{MaxAgents: 2}})
+	first := call(t, "POST", base+"/atp/register", "", map[string]any{"agent_id": "one"})
+	if first.status != 200 {
+		t.Fatalf("first registration: %d %s", first.status, first.raw)
+	}
+	if r := call(t, "POST", base+"/atp/register", "", map[string]any{"agent_id": "two"}); r.status != 200 {
+		t.Fatalf("second registration: %d %s", r.status, r.raw)
+	}
+	r := call(t, "POST", base+"/atp/register", "", map[string]any{"agent_id": "three"})
+	if r.status != http.StatusInsufficientStorage || r.body["error"] != "agent_limit" || r.body["status_code"] != float64(507) {
+		t.Fatalf("registration past the limit: %d %s", r.status, r.raw)
+	}
+	if _, err := h.Store.GetAgent(context.Background(), "three"); !errors.Is(err, core.ErrNotFound) {
+		t.Fatalf("the refused agent was stored: %v", err)
+	}
+	again := call(t, "POST", base+"/atp/register", first.body["token"].(string), map[string]any{"agent_id": "one", "lease_seconds": 120})
+	if again.status != 200 {
+		t.Fatalf("re-registration at the limit: %d %s", again.status, again.raw)
 	}
 }

@@ -99,6 +99,15 @@ func (s *Store) ListAgents(ctx context.Context, f core.AgentFilter) ([]*core.Age
 	return out, nil
 }
 
+// CountAgents implements core.Store.
+func (s *Store) CountAgents(ctx context.Context) (int, error) {
+	var n int
+	if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM agents").Scan(&n); err != nil {
+		return 0, fmt.Errorf("postgres: count agents: %w", err)
+	}
+	return n, nil
+}
+
 // RenewLease implements core.Store.
 func (s *Store) RenewLease(ctx context.Context, id string, expiresAt, now time.Time) error {
 	tag, err := s.pool.Exec(ctx, "UPDATE agents SET expires_at = $2, last_seen = $3 WHERE id = $1", id, expiresAt, now)

@@ -122,6 +122,15 @@ func (s *Store) ListAgents(ctx context.Context, f core.AgentFilter) ([]*core.Age
 	return out, rows.Err()
 }
 
+// CountAgents implements core.Store.
+func (s *Store) CountAgents(ctx context.Context) (int, error) {
+	var n int
+	if err := s.readRow(ctx, "SELECT COUNT(*) FROM agents").Scan(&n); err != nil {
+		return 0, fmt.Errorf("sqlite: count agents: %w", err)
+	}
+	return n, nil
+}
+
 // RenewLease implements core.Store.
 func (s *Store) RenewLease(ctx context.Context, id string, expiresAt, now time.Time) error {
 	return s.write(ctx, func(tx *wtx) error {

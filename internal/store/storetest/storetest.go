@@ -360,6 +360,31 @@ var agentCases = []testCase{
 			t.Fatalf("updated agent = %s", jsonText(got))
 		}
 	}},
+	{"count agents", func(t *testing.T, s core.Store) {
+		ctx := context.Background()
+		want := func(n int) {
+			t.Helper()
+			if got, err := s.CountAgents(ctx); err != nil || got != n {
+				t.Fatalf("CountAgents = %d, %v; want %d", got, err, n)
+			}
+		}
+		want(0)
+		for _, id := range []string{"a1", "a2", "a1"} { // an update is not a new agent
+			if _, err := s.UpsertAgent(ctx, testAgent(id)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		lapsed := testAgent("a3")
+		lapsed.ExpiresAt = at(-time.Minute) // counted: its queue and id are kept
+		if _, err := s.UpsertAgent(ctx, lapsed); err != nil {
+			t.Fatal(err)
+		}
+		want(3)
+		if err := s.DeleteAgent(ctx, "a2"); err != nil {
+			t.Fatal(err)
+		}
+		want(2)
+	}},
 	{"get unknown is ErrNotFound", func(t *testing.T, s core.Store) {
 		_, err := s.GetAgent(context.Background(), "nobody")
 		wantErr(t, "GetAgent unknown", err, core.ErrNotFound)

@@ -145,7 +145,9 @@ func (f *followers) adopt(ctx context.Context) error {
 			f.forget(ctx, []string{rec.ID})
 			continue
 		}
-		f.follow(m.Agent, m.Task, rec.ID, m.Until)
+		// The first checks of many adopted tasks are spread at
+		// followMaxChecks a second; events still check a task at once.
+		f.followFrom(m.Agent, m.Task, rec.ID, m.Until, followFirstGap+time.Duration(n)*time.Second/followMaxChecks)
 		n++
 	}
 	if n > 0 {
@@ -156,10 +158,15 @@ func (f *followers) adopt(ctx context.Context) error {
 
 // follow starts following message msgID of the agent's task, until until.
 func (f *followers) follow(agent, taskID, msgID string, until time.Time) {
+	f.followFrom(agent, taskID, msgID, until, followFirstGap)
+}
+
+// followFrom is follow with the first check after first.
+func (f *followers) followFrom(agent, taskID, msgID string, until time.Time, first time.Duration) {
 	f.start()
 	now := f.s.relay.Clock().Now()
 	e := &followed{agent: agent, task: taskID, until: until,
-		next: now.Add(followFirstGap), gap: followFirstGap}
+		next: now.Add(first), gap: followFirstGap}
 	f.mu.Lock()
 	if _, dup := f.byMsg[msgID]; dup {
 		f.mu.Unlock()

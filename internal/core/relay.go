@@ -158,13 +158,15 @@ type Relay struct {
 	feeds  map[string][]*Feed // receiver → its streams' feeds on this instance
 
 	depthMu sync.Mutex
-	depths  map[string]cachedDepth
+	depths  map[string]cachedCount
 
 	countMu sync.Mutex
-	count   cachedDepth // agents registered, as last counted (plus this instance's new ones since)
+	count   cachedCount // agents registered, as last counted (plus this instance's new ones since)
 }
 
-type cachedDepth struct {
+// cachedCount is a count read from the store at a time (a receiver's
+// queue depth, the number of agents), kept to spare reading it each time.
+type cachedCount struct {
 	n  int
 	at time.Time
 }
@@ -188,7 +190,7 @@ func (r *Relay) queueLimit(ctx context.Context, receiver string) int {
 		if err != nil {
 			return max
 		}
-		c = cachedDepth{n: n, at: now}
+		c = cachedCount{n: n, at: now}
 		r.depthMu.Lock()
 		if len(r.depths) > 100000 {
 			clear(r.depths)
@@ -248,7 +250,7 @@ func NewRelay(store Store, clock Clock, cfg Config, log *slog.Logger) *Relay {
 		waiters:    map[string][]chan struct{}{},
 		hooks:      map[string][]*messageHook{},
 		agents:     cache.New[string, *Agent](agentCacheTTL, 100000),
-		depths:     map[string]cachedDepth{},
+		depths:     map[string]cachedCount{},
 		feeds:      map[string][]*Feed{},
 	}
 }
@@ -367,7 +369,7 @@ func (r *Relay) checkAgentLimit(ctx context.Context, id string) error {
 		if err != nil {
 			return fmt.Errorf("count agents: %w", err)
 		}
-		c = cachedDepth{n: n, at: now}
+		c = cachedCount{n: n, at: now}
 		r.countMu.Lock()
 		r.count = c
 		r.countMu.Unlock()

@@ -233,6 +233,11 @@ type RecordStore interface {
 	// ListRecords lists a kind's records, filtered by Index when index is
 	// not empty, most recently updated first.
 	ListRecords(ctx context.Context, kind, index string, limit int) ([]Record, error)
+	// ListRecordsAfter lists a kind's records whose id sorts after
+	// afterID (bytewise; "" for the first page), filtered by Index when
+	// index is not empty, in id order: for going through all of them a
+	// page at a time.
+	ListRecordsAfter(ctx context.Context, kind, index, afterID string, limit int) ([]Record, error)
 	DeleteRecord(ctx context.Context, kind, id string) error
 }
 

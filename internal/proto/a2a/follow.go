@@ -78,8 +78,8 @@ const (
 	followMaxChecks = 200 // checks a second with no event, at most (beyond those of young tasks)
 )
 
-// adoptMax bounds the records one adopt reads.
-const adoptMax = 100_000
+// adoptPage is how many follow marks adopt reads at a time.
+const adoptPage = 1000
 
 func newFollowers(s *Server) *followers {
 	return &followers{s: s, wake: make(chan struct{}, 1), byMsg: map[string]*followed{}, due: map[string]struct{}{}}
@@ -123,7 +123,7 @@ func (f *followers) start() {
 		ctx := f.s.opt.Context
 		go f.run(ctx)
 		go func() {
-			if err := f.adopt(ctx); err != nil && ctx.Err() == nil {
+			if _, err := f.adopt(ctx); err != nil && ctx.Err() == nil {
 				f.s.log.Warn("a2a: adopt open tasks", "err", err)
 			}
 		}()
@@ -131,29 +131,36 @@ func (f *followers) start() {
 }
 
 // adopt follows every message the store marks as followed and this
-// instance does not follow: the open tasks of a hub that stopped.
-func (f *followers) adopt(ctx context.Context) error {
-	recs, err := f.s.relay.Store().ListRecords(ctx, KindFollow, "", adoptMax)
-	if err != nil {
-		return fmt.Errorf("a2a: list follow marks: %w", err)
-	}
-	n := 0
-	for _, rec := range recs {
-		var m followMark
-		if err := json.Unmarshal(rec.Data, &m); err != nil || m.Task == "" {
-			f.s.log.Warn("a2a: unreadable follow mark dropped", "message", rec.ID, "err", err)
-			f.forget(ctx, []string{rec.ID})
-			continue
+// instance does not follow: the open tasks of a hub that stopped. It reads
+// the marks a page at a time and returns how many it adopted.
+func (f *followers) adopt(ctx context.Context) (int, error) {
+	n, after := 0, ""
+	for {
+		recs, err := f.s.relay.Store().ListRecordsAfter(ctx, KindFollow, "", after, adoptPage)
+		if err != nil {
+			return n, fmt.Errorf("a2a: list follow marks: %w", err)
 		}
-		// The first checks of many adopted tasks are spread at
-		// followMaxChecks a second; events still check a task at once.
-		f.followFrom(m.Agent, m.Task, rec.ID, m.Until, followFirstGap+time.Duration(n)*time.Second/followMaxChecks)
-		n++
+		for _, rec := range recs {
+			var m followMark
+			if err := json.Unmarshal(rec.Data, &m); err != nil || m.Task == "" {
+				f.s.log.Warn("a2a: unreadable follow mark dropped", "message", rec.ID, "err", err)
+				f.forget(ctx, []string{rec.ID})
+				continue
+			}
+			// The first checks of many adopted tasks are spread at
+			// followMaxChecks a second; events still check a task at once.
+			f.followFrom(m.Agent, m.Task, rec.ID, m.Until, followFirstGap+time.Duration(n)*time.Second/followMaxChecks)
+			n++
+		}
+		if len(recs) < adoptPage {
+			break
+		}
+		after = recs[len(recs)-1].ID
 	}
 	if n > 0 {
 		f.s.log.Info("a2a: following tasks left open", "messages", n)
 	}
-	return nil
+	return n, nil
 }
 
 // follow starts following message msgID of the agent's task, until until.

@@ -72,6 +72,7 @@ func (s *Server) closeCallback(ctx context.Context, id string) {
 func (s *Server) runCallbacks(ctx context.Context, events <-chan core.Event) {
 	t := time.NewTicker(s.opt.CallbackSweep)
 	defer t.Stop()
+	var swept string // the last callback the sweeps checked
 	for {
 		select {
 		case <-ctx.Done():
@@ -84,26 +85,37 @@ func (s *Server) runCallbacks(ctx context.Context, events <-chan core.Event) {
 				s.log.Warn("callback forward", "message", ev.CorrelationID, "answer", ev.MessageID, "err", err)
 			}
 		case <-t.C:
-			if err := s.sweepCallbacks(ctx); err != nil && ctx.Err() == nil {
+			var err error
+			if swept, err = s.sweepCallbacks(ctx, swept); err != nil && ctx.Err() == nil {
 				s.log.Warn("callback sweep", "err", err)
 			}
 		}
 	}
 }
 
-// sweepCallbacks forwards answers of every open callback not forwarded
-// yet and drops expired callbacks.
-func (s *Server) sweepCallbacks(ctx context.Context) error {
-	recs, err := s.relay.Store().ListRecords(ctx, callbackKind, "open", 1000)
+// sweepPage is how many open callbacks one sweep checks.
+const sweepPage = 1000
+
+// sweepCallbacks checks the open callbacks after the one named after (in
+// id order, sweepPage of them), forwarding answers not forwarded yet and
+// dropping expired callbacks, and returns where the next sweep goes on
+// ("" to start over), so that sweeps go round every open callback however
+// many there are. A callback whose forward fails is logged and passed
+// over: it is tried again on the next round.
+func (s *Server) sweepCallbacks(ctx context.Context, after string) (string, error) {
+	recs, err := s.relay.Store().ListRecordsAfter(ctx, callbackKind, "open", after, sweepPage)
 	if err != nil {
-		return err
+		return after, err
 	}
 	for _, rec := range recs {
-		if err := s.forwardFor(ctx, rec.ID, ""); err != nil {
-			return err
+		if err := s.forwardFor(ctx, rec.ID, ""); err != nil && ctx.Err() == nil {
+			s.log.Warn("callback sweep", "message", rec.ID, "err", err)
 		}
 	}
-	return nil
+	if len(recs) < sweepPage {
+		return "", nil
+	}
+	return recs[len(recs)-1].ID, nil
 }
 
 // forwardFor forwards the answers to message id (only answerID when it is

@@ -69,6 +69,23 @@ func (s *Store) ListRecords(ctx context.Context, kind, index string, limit int) 
 		args = append(args, index)
 	}
 	q += " ORDER BY updated_at DESC, id LIMIT $2"
+	return s.listRecords(ctx, q, args...)
+}
+
+// ListRecordsAfter implements core.RecordStore. Ids compare bytewise
+// (COLLATE "C"), as in SQLite, whatever the database's collation.
+func (s *Store) ListRecordsAfter(ctx context.Context, kind, index, afterID string, limit int) ([]core.Record, error) {
+	q := "SELECT " + recordCols + ` FROM records WHERE kind = $1 AND id COLLATE "C" > $2`
+	args := []any{kind, afterID, lim(limit)}
+	if index != "" {
+		q += " AND idx = $4"
+		args = append(args, index)
+	}
+	q += ` ORDER BY id COLLATE "C" LIMIT $3`
+	return s.listRecords(ctx, q, args...)
+}
+
+func (s *Store) listRecords(ctx context.Context, q string, args ...any) ([]core.Record, error) {
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list records: %w", err)

@@ -66,7 +66,22 @@ func (s *Store) ListRecords(ctx context.Context, kind, index string, limit int) 
 		args = append(args, index)
 	}
 	q += " ORDER BY updated_at DESC, id LIMIT ?"
-	args = append(args, lim(limit))
+	return s.listRecords(ctx, q, append(args, lim(limit))...)
+}
+
+// ListRecordsAfter implements core.RecordStore.
+func (s *Store) ListRecordsAfter(ctx context.Context, kind, index, afterID string, limit int) ([]core.Record, error) {
+	q := "SELECT " + recordCols + " FROM records WHERE kind = ? AND id > ?"
+	args := []any{kind, afterID}
+	if index != "" {
+		q += " AND idx = ?"
+		args = append(args, index)
+	}
+	q += " ORDER BY id LIMIT ?"
+	return s.listRecords(ctx, q, append(args, lim(limit))...)
+}
+
+func (s *Store) listRecords(ctx context.Context, q string, args ...any) ([]core.Record, error) {
 	rows, err := s.read(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list records: %w", err)

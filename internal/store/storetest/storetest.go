@@ -1644,6 +1644,44 @@ var recordCases = []testCase{
 			wantIDs(t, fmt.Sprintf("ListRecords(%q, %q, %d)", tt.kind, tt.index, tt.limit), got, tt.want)
 		}
 	}},
+	{"list after an id, in id order", func(t *testing.T, s core.Store) {
+		ctx := context.Background()
+		// Put in another order than the ids', and with ids whose bytewise
+		// order differs from a locale's ("B" < "a" < "b" bytewise).
+		for i, spec := range []struct{ kind, id, index string }{
+			{"cb", "b2", "open"}, {"cb", "a1", "open"}, {"cb", "B0", "open"}, {"cb", "c3", "closed"}, {"cb", "d4", "open"}, {"other", "a0", "open"},
+		} {
+			if _, err := s.PutRecord(ctx, core.Record{Kind: spec.kind, ID: spec.id, Index: spec.index, Data: []byte(`{}`), UpdatedAt: at(time.Duration(i) * time.Second)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tests := []struct {
+			kind, index, after string
+			limit              int
+			want               []string
+		}{
+			{"cb", "", "", 0, []string{"B0", "a1", "b2", "c3", "d4"}},
+			{"cb", "", "", 2, []string{"B0", "a1"}},
+			{"cb", "", "a1", 2, []string{"b2", "c3"}},
+			{"cb", "", "c3", 2, []string{"d4"}},
+			{"cb", "", "d4", 2, []string{}},
+			{"cb", "open", "", 0, []string{"B0", "a1", "b2", "d4"}},
+			{"cb", "open", "b2", 0, []string{"d4"}},
+			{"cb", "open", "a", 0, []string{"a1", "b2", "d4"}}, // after an id that is not there
+			{"none", "", "", 0, []string{}},
+		}
+		for _, tt := range tests {
+			rs, err := s.ListRecordsAfter(ctx, tt.kind, tt.index, tt.after, tt.limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make([]string, len(rs))
+			for i, r := range rs {
+				got[i] = r.ID
+			}
+			wantIDs(t, fmt.Sprintf("ListRecordsAfter(%q, %q, %q, %d)", tt.kind, tt.index, tt.after, tt.limit), got, tt.want)
+		}
+	}},
 	{"delete", func(t *testing.T, s core.Store) {
 		ctx := context.Background()
 		if _, err := s.PutRecord(ctx, core.Record{Kind: "task", ID: "t1", Data: []byte(`{}`), UpdatedAt: base}); err != nil {

@@ -104,6 +104,8 @@ func toRPCError(err error) *RPCError {
 		return rpcErr(-31401, "%v", err)
 	case errors.Is(err, core.ErrQueueFull):
 		return rpcErr(CodeInternal, "receiver queue is full, try again later")
+	case errors.Is(err, ErrTooManyPushConfigs):
+		return rpcErr(CodeInvalidParams, "%v (at most %d)", err, MaxPushConfigs)
 	case errors.Is(err, core.ErrAgentLimit):
 		return rpcErr(CodeInternal, "the hub holds as many agents as it may")
 	}

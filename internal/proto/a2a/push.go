@@ -7,8 +7,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"time"
 
 	sdk "github.com/a2aproject/a2a-go/v2/a2a"
@@ -27,10 +29,27 @@ type pushRecord struct {
 
 func pushKey(taskID sdk.TaskID, id string) string { return string(taskID) + "/" + id }
 
+// MaxPushConfigs is how many push notification configs one task may have:
+// every change of the task is POSTed to each, so without a bound one
+// client could make the hub send any number of requests per change.
+const MaxPushConfigs = 16
+
+// ErrTooManyPushConfigs refuses a config past MaxPushConfigs for a task.
+var ErrTooManyPushConfigs = errors.New("too many push notification configs for the task")
+
 // savePush creates or replaces a push config.
 func (s *Server) savePush(ctx context.Context, v Version, c *sdk.PushConfig) (*sdk.PushConfig, error) {
 	if c.ID == "" {
 		c.ID = core.NewID()
+	}
+	// A new config must find room (configs created at the same moment can
+	// pass the bound by their number).
+	recs, err := s.relay.Store().ListRecords(ctx, KindPush, string(c.TaskID), MaxPushConfigs+1)
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) >= MaxPushConfigs && !slices.ContainsFunc(recs, func(r core.Record) bool { return r.ID == pushKey(c.TaskID, c.ID) }) {
+		return nil, fmt.Errorf("task %s has %d: %w", c.TaskID, len(recs), ErrTooManyPushConfigs)
 	}
 	c.Tenant = ""
 	b, err := json.Marshal(pushRecord{Config: c, Protocol: v})

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
+	"github.com/switchboard-hub/switchboard/internal/proto/a2a"
 )
 
 // rpc posts body to url with an optional A2A-Version header and returns
@@ -409,4 +411,35 @@ func TestStreamOutlivesBodyTimeout(t *testing.T) {
 	if !strings.Contains(seen.String(), "late") {
 		t.Fatalf("the completion lacks the result: %s", seen.String())
 	}
+}
+
+// TestPushConfigsPerTask: a task takes at most a2a.MaxPushConfigs push
+// notification configs (each change is POSTed to every one); one more is
+// refused -32602 and not stored, replacing one is not refused, and a
+// deleted one makes room.
+func TestPushConfigsPerTask(t *testing.T) {
+	_, base := hubtest.Start(t, hub.Options{Dev: true})
+	register(t, base, "w", "", nil)
+	url := base + "/a2a/w"
+	task := result(t, second(rpc(t, url, "1.0", asyncSend("push-bound"))))["task"].(map[string]any)["id"].(string)
+	set := func(id string) any {
+		_, v := rpc(t, url, "1.0", `{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{"taskId":"`+task+`","id":"`+id+`","url":"http://127.0.0.1:9/hook-`+id+`"}}`)
+		return v
+	}
+	for i := range a2a.MaxPushConfigs {
+		result(t, set(fmt.Sprint("c", i)))
+	}
+	if code := errCode(set("one-more")); code != -32602 {
+		t.Fatalf("config %d: code %v, want -32602", a2a.MaxPushConfigs+1, code)
+	}
+	result(t, set("c0")) // a replacement
+	_, v := rpc(t, url, "1.0", `{"jsonrpc":"2.0","id":1,"method":"ListTaskPushNotificationConfigs","params":{"taskId":"`+task+`"}}`)
+	if n := len(result(t, v)["configs"].([]any)); n != a2a.MaxPushConfigs {
+		t.Fatalf("%d configs listed, want %d", n, a2a.MaxPushConfigs)
+	}
+	_, v = rpc(t, url, "1.0", `{"jsonrpc":"2.0","id":1,"method":"DeleteTaskPushNotificationConfig","params":{"taskId":"`+task+`","id":"c3"}}`)
+	if e := errCode(v); e != 0 {
+		t.Fatalf("delete: code %v", e)
+	}
+	result(t, set("one-more"))
 }

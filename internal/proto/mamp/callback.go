@@ -62,7 +62,13 @@ func (s *Server) openCallback(ctx context.Context, m *core.Message, url string) 
 	return nil
 }
 
+// closeCallback drops an expired callback: its record and its callback
+// agent (the copies sent to it expired with the callback: their TTL ends
+// at its ExpiresAt), so the agent table does not keep one per message.
 func (s *Server) closeCallback(ctx context.Context, id string) {
+	if err := s.relay.Deregister(ctx, CallbackAgentID(id)); err != nil && !errors.Is(err, core.ErrNotFound) {
+		s.log.Warn("drop callback agent", "message", id, "err", err)
+	}
 	if err := s.relay.Store().DeleteRecord(ctx, callbackKind, id); err != nil && !errors.Is(err, core.ErrNotFound) {
 		s.log.Warn("drop callback record", "message", id, "err", err)
 	}

@@ -14,7 +14,8 @@ import (
 )
 
 // TestSweepsGoRoundEveryCallback: the sweeps reach every open callback,
-// however many are open, and one that cannot be read does not stop them.
+// however many are open, and one that cannot be read does not stop them;
+// an expired callback is dropped with its callback agent.
 // Here the first page of callbacks (in id order) holds one unreadable
 // record and sweepPage fresh ones; an expired callback sorts after all of
 // them, and is the oldest (a sweep of the most recently updated would
@@ -39,6 +40,11 @@ func TestSweepsGoRoundEveryCallback(t *testing.T) {
 		return b
 	}
 	put("z-expired", cb(now.Add(-time.Minute)), now.Add(-time.Hour))
+	// The expired callback's agent (registered when an answer was
+	// forwarded) goes with it.
+	if _, _, err := relay.Register(ctx, &core.Agent{ID: CallbackAgentID("z-expired"), Endpoint: core.Endpoint{Kind: core.EndpointPull}}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	put("a-unreadable", []byte("{"), now)
 	var wg sync.WaitGroup
 	for i := range sweepPage {
@@ -61,6 +67,9 @@ func TestSweepsGoRoundEveryCallback(t *testing.T) {
 	}
 	if _, err := st.GetRecord(ctx, callbackKind, "z-expired"); !errors.Is(err, core.ErrNotFound) {
 		t.Fatalf("the expired callback is still open after a round of sweeps: %v", err)
+	}
+	if _, err := st.GetAgent(ctx, CallbackAgentID("z-expired")); !errors.Is(err, core.ErrNotFound) {
+		t.Fatalf("the expired callback's agent is still registered: %v", err)
 	}
 	if _, err := st.GetRecord(ctx, callbackKind, "m-0000"); err != nil {
 		t.Fatalf("a callback not expired was dropped: %v", err)

@@ -79,7 +79,7 @@ type Config struct {
 	Poll          time.Duration // scheduler poll when idle [250ms]
 	Retention     time.Duration // how long terminal receipts are kept [24h]
 	MaxQueue      int           // queued messages per receiver, below 0 no limit [100000]
-	MaxAgents     int           // registered agents (alive or not) before a new id is refused, below 0 no limit [1000000]
+	MaxAgents     int           // registered agents (alive or not) before a new id is refused [0: no limit]
 	Skew          time.Duration // sender clock tolerance for "expired" [2s]
 	MaxParts      int           // content parts per message [64]
 	MaxStreams    int           // streams one receiver may hold open on one instance (one more ends the oldest), below 0 no limit [16]
@@ -117,9 +117,6 @@ func (c *Config) defaults() {
 	}
 	if c.MaxQueue == 0 {
 		c.MaxQueue = 100000
-	}
-	if c.MaxAgents == 0 {
-		c.MaxAgents = 1_000_000
 	}
 	if c.MaxStreams == 0 {
 		c.MaxStreams = 16

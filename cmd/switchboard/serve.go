@@ -31,7 +31,7 @@ func runServe(ctx context.Context, args []string, s stdio) int {
 	fs.Int64Var(&o.MaxBody, "max-body", 1<<20, "largest request body in bytes")
 	fs.DurationVar(&o.BodyTimeout, "body-timeout", hub.DefaultBodyTimeout, "how long a request body may take to arrive before the request is answered 408 and its connection closed (0: no limit)")
 	fs.DurationVar(&o.Relay.DefaultTTL, "default-ttl", time.Minute, "TTL of messages that give none")
-	fs.DurationVar(&o.Relay.Retention, "retention", 24*time.Hour, "how long receipts of finished messages are kept")
+	fs.DurationVar(&o.Relay.Retention, "retention", 24*time.Hour, "how long receipts of finished messages, and finished A2A tasks (at least 2h), are kept")
 	fs.DurationVar(&o.Relay.DeliverTimout, "deliver-timeout", 10*time.Second, "how long one delivery attempt may take before it counts as failed and is retried")
 	fs.IntVar(&o.Relay.MaxQueue, "max-queue", 100000, "queued messages per receiver before sends are refused with 429 (-1: no limit)")
 	fs.IntVar(&o.Relay.MaxAgents, "max-agents", 0, "registered agents (alive or not, the hub's own push and callback agents included) before registering a new agent id is refused with 507 agent_limit (0: no limit)")

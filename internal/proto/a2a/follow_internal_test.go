@@ -3,10 +3,13 @@ package a2a
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
+
+	sdk "github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/store/sqlite"
@@ -62,3 +65,80 @@ func TestAdoptReadsEveryMark(t *testing.T) {
 		t.Fatalf("adopted %d of %d marks (%v)", got, n, err)
 	}
 }
+
+// TestRetireFinishedTasks: a task that finished is deleted, with its push
+// configs and push agents, once it is older than the cutoff; an open task
+// and one that finished later are kept.
+func TestRetireFinishedTasks(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, t.TempDir(), sqlite.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	relay := core.NewRelay(st, nil, core.Config{Retention: time.Second}, nil)
+	relay.SetDeliverer(EndpointPush, PushDeliverer{})
+	s := New(relay, Options{})
+	if keep := s.retireKeep(); keep != retireMin {
+		t.Fatalf("finished tasks kept %v with a retention of 1s, want at least %v", keep, retireMin)
+	}
+	now := relay.Clock().Now()
+	mk := func(id string) {
+		r := &TaskRecord{Task: &sdk.Task{ID: sdk.TaskID(id), ContextID: "ctx", Status: sdk.TaskStatus{State: sdk.TaskStateSubmitted}}, Agent: "a"}
+		if err := s.tasks.create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	finish := func(id string) {
+		if _, err := s.tasks.update(ctx, "a", id, func(r *TaskRecord) error { return r.SetState(sdk.TaskStateCompleted, nil, now) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("done")
+	mk("open")
+	c, err := s.savePush(ctx, V10, &sdk.PushConfig{TaskID: "done", URL: "http://127.0.0.1:9/hook"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, err := s.pushAgent(ctx, pushRecord{Config: c, Protocol: V10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	finish("done")
+	// A change after the end marks nothing more.
+	if _, err := s.tasks.update(ctx, "a", "done", func(r *TaskRecord) error {
+		r.AddArtifact(&sdk.Artifact{ID: "late", Parts: []*sdk.Part{sdk.NewTextPart("x")}})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	marks, err := st.ListRecordsAfter(ctx, KindRetire, "", "", 0)
+	if err != nil || len(marks) != 1 {
+		t.Fatalf("%d marks (%v), want 1", len(marks), err)
+	}
+
+	if n, err := s.retire(ctx, now.Add(-time.Hour)); err != nil || n != 0 {
+		t.Fatalf("retire before the task finished: %d, %v", n, err)
+	}
+	if _, err := st.GetRecord(ctx, KindTask, "done"); err != nil {
+		t.Fatalf("a task finished after the cutoff was deleted: %v", err)
+	}
+	if n, err := s.retire(ctx, now.Add(time.Second)); err != nil || n != 1 {
+		t.Fatalf("retire after the task finished: %d, %v", n, err)
+	}
+	for what, err := range map[string]error{
+		"task":        second(st.GetRecord(ctx, KindTask, "done")),
+		"push config": second(st.GetRecord(ctx, KindPush, pushKey("done", c.ID))),
+		"push agent":  second(st.GetAgent(ctx, agent)),
+		"mark":        second(st.GetRecord(ctx, KindRetire, marks[0].ID)),
+	} {
+		if !errors.Is(err, core.ErrNotFound) {
+			t.Errorf("the finished task's %s is still there: %v", what, err)
+		}
+	}
+	if _, err := st.GetRecord(ctx, KindTask, "open"); err != nil {
+		t.Fatalf("the open task was deleted: %v", err)
+	}
+}
+
+func second[T any](_ T, err error) error { return err }

@@ -283,11 +283,17 @@ type pushHeaders struct {
 	Credentials string `json:"credentials,omitempty"`
 }
 
+// pushAgentID is the id of the hidden agent that stands for a push
+// config's URL.
+func pushAgentID(c pushRecord) string {
+	sum := sha256.Sum256([]byte(string(c.Config.TaskID) + "\x00" + c.Config.ID + "\x00" + c.Config.URL))
+	return "a2a-push." + hex.EncodeToString(sum[:12])
+}
+
 // pushAgent registers (or refreshes) the hidden agent for a push config and
 // returns its id.
 func (s *Server) pushAgent(ctx context.Context, c pushRecord) (string, error) {
-	sum := sha256.Sum256([]byte(string(c.Config.TaskID) + "\x00" + c.Config.ID + "\x00" + c.Config.URL))
-	id := "a2a-push." + hex.EncodeToString(sum[:12])
+	id := pushAgentID(c)
 	h := pushHeaders{Token: c.Config.Token}
 	if a := c.Config.Auth; a != nil {
 		h.Scheme, h.Credentials = a.Scheme, a.Credentials

@@ -88,9 +88,10 @@ func New(relay *core.Relay, opt Options) *Server {
 	}
 	s := &Server{relay: relay, tasks: newTasks(relay.Store(), relay.Clock()), opt: opt, log: opt.Logger, pushSeen: map[string]time.Time{}}
 	s.followers = newFollowers(s)
-	s.tasks.onChange = s.pushChange
+	s.tasks.onChange = s.retireOnFinish
 	if given {
 		s.followers.start() // tasks a stopped hub left open move on
+		go s.retireLoop(opt.Context)
 	}
 	return s
 }

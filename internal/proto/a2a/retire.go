@@ -52,16 +52,18 @@ func (s *Server) retireKeep() time.Duration {
 }
 
 // retire deletes the tasks that finished before cutoff, with their push
-// configs and push agents, and returns how many it deleted.
+// configs and push agents, and returns how many it deleted. A task that
+// cannot be deleted is logged and kept for the next sweep.
 func (s *Server) retire(ctx context.Context, cutoff time.Time) (int, error) {
 	st := s.relay.Store()
-	n := 0
+	n, after := 0, ""
 	for {
-		recs, err := st.ListRecordsAfter(ctx, KindRetire, "", "", retirePage)
+		recs, err := st.ListRecordsAfter(ctx, KindRetire, "", after, retirePage)
 		if err != nil {
 			return n, fmt.Errorf("a2a: list finished tasks: %w", err)
 		}
 		for _, rec := range recs {
+			after = rec.ID
 			at, task, ok := strings.Cut(rec.ID, "/")
 			t, err := time.Parse(retireLayout, at)
 			if ok && err == nil && t.After(cutoff) {
@@ -69,12 +71,16 @@ func (s *Server) retire(ctx context.Context, cutoff time.Time) (int, error) {
 			}
 			if ok && err == nil {
 				if err := s.deleteTask(ctx, task); err != nil {
-					return n, err
+					if ctx.Err() != nil {
+						return n, ctx.Err()
+					}
+					s.log.Warn("a2a: delete finished task", "task", task, "err", err)
+					continue
 				}
 				n++
 			}
 			if err := st.DeleteRecord(ctx, KindRetire, rec.ID); err != nil && !errors.Is(err, core.ErrNotFound) {
-				return n, fmt.Errorf("a2a: delete finished-task mark: %w", err)
+				s.log.Warn("a2a: delete finished-task mark", "mark", rec.ID, "err", err)
 			}
 		}
 		if len(recs) < retirePage {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -142,3 +143,47 @@ func TestRetireFinishedTasks(t *testing.T) {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+// stuckStore fails to delete one task.
+type stuckStore struct {
+	core.Store
+	task string
+}
+
+func (s stuckStore) DeleteRecord(ctx context.Context, kind, id string) error {
+	if kind == KindTask && id == s.task {
+		return errors.New("disk trouble")
+	}
+	return s.Store.DeleteRecord(ctx, kind, id)
+}
+
+// TestRetirePassesOverAStuckTask: a finished task that cannot be deleted
+// is kept, with its mark, for the next sweep, and the others are deleted.
+func TestRetirePassesOverAStuckTask(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, t.TempDir(), sqlite.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	relay := core.NewRelay(stuckStore{Store: st, task: "a-stuck"}, nil, core.Config{}, nil)
+	s := New(relay, Options{})
+	now := relay.Clock().Now()
+	for _, id := range []string{"a-stuck", "b-done"} {
+		if err := s.tasks.create(ctx, &TaskRecord{Task: &sdk.Task{ID: sdk.TaskID(id), ContextID: "ctx", Status: sdk.TaskStatus{State: sdk.TaskStateSubmitted}}, Agent: "a"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.tasks.update(ctx, "a", id, func(r *TaskRecord) error { return r.SetState(sdk.TaskStateCompleted, nil, now) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := s.retire(ctx, now.Add(time.Second)); err != nil || n != 1 {
+		t.Fatalf("retire: %d, %v; want 1 deleted", n, err)
+	}
+	if _, err := st.GetRecord(ctx, KindTask, "b-done"); !errors.Is(err, core.ErrNotFound) {
+		t.Fatalf("the task after the stuck one was not deleted: %v", err)
+	}
+	if marks, err := st.ListRecordsAfter(ctx, KindRetire, "", "", 0); err != nil || len(marks) != 1 || !strings.HasSuffix(marks[0].ID, "/a-stuck") {
+		t.Fatalf("marks left %v (%v), want the stuck task's", marks, err)
+	}
+}

@@ -41,11 +41,7 @@ func BenchmarkFollowerIdlePass(b *testing.B) {
 func TestAdoptReadsEveryMark(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	st, err := sqlite.Open(ctx, t.TempDir(), sqlite.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openStore(t)
 	relay := core.NewRelay(st, nil, core.Config{}, nil)
 	s := New(relay, Options{})
 	s.opt.Context = ctx // stops the follower when the test ends
@@ -72,11 +68,7 @@ func TestAdoptReadsEveryMark(t *testing.T) {
 // and one that finished later are kept.
 func TestRetireFinishedTasks(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, t.TempDir(), sqlite.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openStore(t)
 	relay := core.NewRelay(st, nil, core.Config{Retention: time.Second}, nil)
 	relay.SetDeliverer(EndpointPush, PushDeliverer{})
 	s := New(relay, Options{})
@@ -161,11 +153,7 @@ func (s stuckStore) DeleteRecord(ctx context.Context, kind, id string) error {
 // is kept, with its mark, for the next sweep, and the others are deleted.
 func TestRetirePassesOverAStuckTask(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, t.TempDir(), sqlite.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openStore(t)
 	relay := core.NewRelay(stuckStore{Store: st, task: "a-stuck"}, nil, core.Config{}, nil)
 	s := New(relay, Options{})
 	now := relay.Clock().Now()
@@ -186,4 +174,15 @@ func TestRetirePassesOverAStuckTask(t *testing.T) {
 	if marks, err := st.ListRecordsAfter(ctx, KindRetire, "", "", 0); err != nil || len(marks) != 1 || !strings.HasSuffix(marks[0].ID, "/a-stuck") {
 		t.Fatalf("marks left %v (%v), want the stuck task's", marks, err)
 	}
+}
+
+// openStore opens an embedded store (no fsync) for the test.
+func openStore(t *testing.T) *sqlite.Store {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), t.TempDir(), sqlite.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }

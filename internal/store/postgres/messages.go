@@ -27,7 +27,8 @@ func appendHistory(p string) string {
 }
 
 func event(at time.Time, st core.Status, detail string) string {
-	b, _ := json.Marshal(core.ReceiptEvent{At: at, Status: st, Detail: detail})
+	e := core.ReceiptEvent{At: at, Status: st, Detail: detail}
+	b, _ := e.AppendJSON(make([]byte, 0, 96))
 	return string(b)
 }
 
@@ -118,15 +119,13 @@ func (s *Store) AcceptPulled(ctx context.Context, m *core.Message, r *core.Recei
 type pullLease struct{ now, until time.Time }
 
 func (s *Store) accept(ctx context.Context, m *core.Message, r *core.Receipt, maxQueue int, lease *pullLease) (core.AcceptResult, bool, error) {
-	body, err := json.Marshal(m)
+	body, err := m.AppendJSON(make([]byte, 0, 512))
 	if err != nil {
 		return core.AcceptResult{}, false, fmt.Errorf("postgres: encode message: %w", err)
 	}
-	hist := []byte("[]")
-	if len(r.History) > 0 {
-		if hist, err = json.Marshal(r.History); err != nil {
-			return core.AcceptResult{}, false, fmt.Errorf("postgres: encode history: %w", err)
-		}
+	hist, err := core.AppendHistoryJSON(nil, r.History)
+	if err != nil {
+		return core.AcceptResult{}, false, fmt.Errorf("postgres: encode history: %w", err)
 	}
 	queued := r.Status == core.StatusQueued
 	state := 1
@@ -140,7 +139,7 @@ func (s *Store) accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 	var pulledEvents []core.ReceiptEvent
 	if lease != nil {
 		pulledEvents = append(slices.Clip(r.History), core.ReceiptEvent{At: lease.now, Status: core.StatusQueued, Detail: core.DetailPulled})
-		pulledHist, err := json.Marshal(pulledEvents)
+		pulledHist, err := core.AppendHistoryJSON(nil, pulledEvents)
 		if err != nil {
 			return core.AcceptResult{}, false, fmt.Errorf("postgres: encode history: %w", err)
 		}

@@ -38,7 +38,8 @@ const minEventBytes = 40
 const shortHistory = (maxHistory - 2) * minEventBytes
 
 func event(at time.Time, st core.Status, detail string) string {
-	b, _ := json.Marshal(core.ReceiptEvent{At: at, Status: st, Detail: detail})
+	e := core.ReceiptEvent{At: at, Status: st, Detail: detail}
+	b, _ := e.AppendJSON(make([]byte, 0, 96))
 	return string(b)
 }
 
@@ -68,22 +69,20 @@ func (s *Store) AcceptPulled(ctx context.Context, m *core.Message, r *core.Recei
 type pullLease struct{ now, until time.Time }
 
 func (s *Store) accept(ctx context.Context, m *core.Message, r *core.Receipt, maxQueue int, lease *pullLease) (core.AcceptResult, bool, error) {
-	body, err := json.Marshal(m)
+	body, err := m.AppendJSON(make([]byte, 0, 512))
 	if err != nil {
 		return core.AcceptResult{}, false, fmt.Errorf("sqlite: encode message: %w", err)
 	}
-	hist := []byte("[]") // never "null": events are appended to it
-	if len(r.History) > 0 {
-		if hist, err = json.Marshal(r.History); err != nil {
-			return core.AcceptResult{}, false, fmt.Errorf("sqlite: encode receipt history: %w", err)
-		}
+	hist, err := core.AppendHistoryJSON(nil, r.History) // never "null": events are appended to it
+	if err != nil {
+		return core.AcceptResult{}, false, fmt.Errorf("sqlite: encode receipt history: %w", err)
 	}
 	// The history it gets if it is handed out, as Pull would record it.
 	var pulledEvents []core.ReceiptEvent
 	var pulledHist []byte
 	if lease != nil {
 		pulledEvents = append(slices.Clip(r.History), core.ReceiptEvent{At: lease.now, Status: core.StatusQueued, Detail: core.DetailPulled})
-		if pulledHist, err = json.Marshal(pulledEvents); err != nil {
+		if pulledHist, err = core.AppendHistoryJSON(nil, pulledEvents); err != nil {
 			return core.AcceptResult{}, false, fmt.Errorf("sqlite: encode receipt history: %w", err)
 		}
 	}

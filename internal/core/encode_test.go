@@ -181,7 +181,7 @@ func FuzzMessageAppendJSON(f *testing.F) {
 			Metadata:   map[string]any{id: text},
 			TTL:        time.Duration(ttl),
 			ReceivedAt: at, ExpiresAt: at.Add(time.Duration(ttl)), SentAt: at.In(time.FixedZone("z", int(ttl%50000))),
-			Seq:        ttl,
+			Seq: ttl,
 		}
 		checkEncoding(t, m)
 	})

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net/http"
 	"slices"
@@ -34,6 +35,16 @@ func pushKey(taskID sdk.TaskID, id string) string { return string(taskID) + "/" 
 // client could make the hub send any number of requests per change.
 const MaxPushConfigs = 16
 
+// pushStripes is the number of locks that serialise the creation of push
+// configs, a task's always taking the same one.
+const pushStripes = 64
+
+func taskStripe(id sdk.TaskID) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return h.Sum32() % pushStripes
+}
+
 // ErrTooManyPushConfigs refuses a config past MaxPushConfigs for a task.
 var ErrTooManyPushConfigs = errors.New("too many push notification configs for the task")
 
@@ -42,8 +53,12 @@ func (s *Server) savePush(ctx context.Context, v Version, c *sdk.PushConfig) (*s
 	if c.ID == "" {
 		c.ID = core.NewID()
 	}
-	// A new config must find room (configs created at the same moment can
-	// pass the bound by their number).
+	// A new config must find room. The count and the write are one step on
+	// this instance (instances sharing a store can pass the bound by their
+	// number when they create configs for one task at the same moment).
+	mu := &s.pushLocks[taskStripe(c.TaskID)]
+	mu.Lock()
+	defer mu.Unlock()
 	recs, err := s.relay.Store().ListRecords(ctx, KindPush, string(c.TaskID), MaxPushConfigs+1)
 	if err != nil {
 		return nil, err

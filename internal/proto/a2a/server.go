@@ -59,8 +59,9 @@ type Server struct {
 	opt   Options
 	log   *slog.Logger
 
-	pushMu   sync.Mutex
-	pushSeen map[string]time.Time // push agents registered lately
+	pushMu    sync.Mutex
+	pushSeen  map[string]time.Time // push agents registered lately
+	pushLocks [pushStripes]sync.Mutex
 
 	followers *followers
 }

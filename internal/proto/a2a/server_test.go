@@ -443,3 +443,58 @@ func TestPushConfigsPerTask(t *testing.T) {
 	}
 	result(t, set("one-more"))
 }
+
+// TestPushConfigsPerTaskAtOnce creates configs for one task concurrently:
+// on one hub the bound is exact.
+func TestPushConfigsPerTaskAtOnce(t *testing.T) {
+	_, base := hubtest.Start(t, hub.Options{Dev: true})
+	// Concurrent requests leave the client connections it dialed and did
+	// not use; the hub's shutdown would wait 5 s for their first request.
+	t.Cleanup(http.DefaultClient.CloseIdleConnections)
+	register(t, base, "w", "", nil)
+	url := base + "/a2a/w"
+	task := result(t, second(rpc(t, url, "1.0", asyncSend("push-race"))))["task"].(map[string]any)["id"].(string)
+	const tries = 3 * a2a.MaxPushConfigs
+	var wg sync.WaitGroup
+	codes := make([]float64, tries)
+	for i := range tries {
+		wg.Go(func() {
+			// Not rpc: it may call t.Fatal, which only the test's goroutine may.
+			body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{"taskId":%q,"id":"c%d","url":"http://127.0.0.1:9/hook"}}`, task, i)
+			req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("A2A-Version", "1.0")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer resp.Body.Close()
+			var v any
+			if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+				t.Errorf("config %d: %v", i, err)
+				return
+			}
+			codes[i] = errCode(v)
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	created := 0
+	for i, c := range codes {
+		switch c {
+		case 0:
+			created++
+		case -32602:
+		default:
+			t.Fatalf("config %d: code %v", i, c)
+		}
+	}
+	_, v := rpc(t, url, "1.0", `{"jsonrpc":"2.0","id":1,"method":"ListTaskPushNotificationConfigs","params":{"taskId":"`+task+`"}}`)
+	listed := len(result(t, v)["configs"].([]any))
+	if created != a2a.MaxPushConfigs || listed != a2a.MaxPushConfigs {
+		t.Fatalf("%d created and %d listed of %d tried at once, want %d", created, listed, tries, a2a.MaxPushConfigs)
+	}
+}

@@ -62,6 +62,7 @@ type Server struct {
 	pushMu    sync.Mutex
 	pushSeen  map[string]time.Time // push agents registered lately
 	pushLocks [pushStripes]sync.Mutex
+	streams   streamBound
 
 	followers *followers
 }
@@ -911,6 +912,15 @@ func (s *Server) listTasks(ctx context.Context, ag *core.Agent, req *Request) (a
 
 func (s *Server) streamCall(w http.ResponseWriter, r *http.Request, ag *core.Agent, v Version, o op, req *Request) {
 	ctx := r.Context()
+	// Before anything is started, so a refused SendStreamingMessage
+	// leaves no task behind.
+	caller := streamCaller(r)
+	if !s.streams.acquire(caller) {
+		e := rpcErr(CodeInternal, "this caller has %d A2A streams open, as many as it may; close one, or follow tasks with GetTask or push notifications", MaxStreamsPerCaller)
+		writeJSON(w, http.StatusOK, Response{ID: req.ID, Error: e.withData(v)})
+		return
+	}
+	defer s.streams.release(caller)
 	var rec *TaskRecord
 	if o == opStream {
 		p, e := decodeSend(v, req)

@@ -498,3 +498,76 @@ func TestPushConfigsPerTaskAtOnce(t *testing.T) {
 		t.Fatalf("%d created and %d listed of %d tried at once, want %d", created, listed, tries, a2a.MaxPushConfigs)
 	}
 }
+
+// TestStreamsPerCaller opens as many streams as one caller may, then one
+// more: it is refused with a JSON-RPC error and starts no task; closing a
+// stream makes room.
+func TestStreamsPerCaller(t *testing.T) {
+	_, base := hubtest.Start(t, hub.Options{Dev: true})
+	register(t, base, "w", "", nil)
+	url := base + "/a2a/w"
+	task := result(t, second(rpc(t, url, "1.0", asyncSend("streams"))))["task"].(map[string]any)["id"].(string)
+	// open posts a streaming call; it returns the answer and, for a
+	// stream, its first event, else the JSON body.
+	open := func(body string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("A2A-Version", "1.0")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(resp.Body)
+		if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+			raw, _ := io.ReadAll(br)
+			resp.Body.Close()
+			return resp, string(raw)
+		}
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatalf("stream ended before its first event: %v", err)
+			}
+			if data, ok := strings.CutPrefix(line, "data: "); ok {
+				return resp, data
+			}
+		}
+	}
+	var streams []*http.Response
+	t.Cleanup(func() {
+		for _, r := range streams {
+			r.Body.Close()
+		}
+	})
+	subscribe := `{"jsonrpc":"2.0","id":1,"method":"SubscribeToTask","params":{"id":"` + task + `"}}`
+	for i := range a2a.MaxStreamsPerCaller {
+		resp, first := open(subscribe)
+		if resp.Header.Get("Content-Type") != "text/event-stream" || !strings.Contains(first, task) {
+			t.Fatalf("stream %d: %s %q", i, resp.Header.Get("Content-Type"), first)
+		}
+		streams = append(streams, resp)
+	}
+	tasks := func() any {
+		_, v := rpc(t, url, "1.0", `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`)
+		return v.(map[string]any)["result"].(map[string]any)["totalSize"]
+	}
+	before := tasks()
+	resp, body := open(strings.Replace(send("one too many"), `"SendMessage"`, `"SendStreamingMessage"`, 1))
+	var v any
+	if err := json.Unmarshal([]byte(body), &v); err != nil || errCode(v) != -32603 || !strings.Contains(body, "streams open") {
+		t.Fatalf("stream %d: %d %s", a2a.MaxStreamsPerCaller+1, resp.StatusCode, body)
+	}
+	if after := tasks(); after != before {
+		t.Fatalf("the refused stream started a task: %v tasks, %v before", after, before)
+	}
+	streams[0].Body.Close()
+	within(t, 5*time.Second, func() string { return "a closed stream to make room" }, func() bool {
+		resp, first := open(subscribe)
+		if resp.Header.Get("Content-Type") != "text/event-stream" {
+			return false
+		}
+		streams = append(streams, resp)
+		return strings.Contains(first, task)
+	})
+}

@@ -18,8 +18,6 @@ package client
 import (
 	"bytes"
 	"context"
-	crand "crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,6 +28,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/switchboard-hub/switchboard/internal/core"
 )
 
 // Client talks to one hub over its ATP routes.
@@ -322,12 +322,9 @@ type SendResult struct {
 	Attempts int `json:"-"`
 }
 
-// NewID returns a random message id.
-func NewID() string {
-	var b [16]byte
-	_, _ = crand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
+// NewID returns a new message id: 32 hex digits of a UUIDv7 (RFC 9562),
+// which grows with time — cheaper for the hub to index than a random id.
+func NewID() string { return core.NewID() }
 
 // Send sends a message and returns once the hub has stored it (status
 // "queued"), or a terminal status when wait > 0 and the message ended within

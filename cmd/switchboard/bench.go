@@ -30,6 +30,7 @@ func runBench(ctx context.Context, args []string, s stdio) int {
 	fs.DurationVar(&c.Drain, "drain", 30*time.Second, "how long to wait for outstanding deliveries")
 	fs.IntVar(&c.Receivers, "receivers", 1, "receivers to register; each sender sends to them in turn (with --receive stream, each holds its own stream)")
 	fs.StringVar(&c.Receive, "receive", bench.ReceivePush, "how the receiver gets messages: push (a local callback URL; works with any ATP relay) or stream (Switchboard's /atp/stream with batched /atp/ack)")
+	fs.StringVar(&c.IDs, "ids", bench.IDsOrdered, "how senders make message ids: ordered (UUIDv7s, growing with time, as the Go client makes them), random (128 random bits, like UUIDv4s) or sender (the sender's number and a count)")
 	hubs := fs.String("hubs", "", "comma-separated base URLs of several hub instances sharing one store: senders are spread round-robin across them, the receiver registers on the first (overrides --hub)")
 	quiet := fs.Bool("quiet", false, "no progress bar")
 	cpuprofile := fs.String("cpuprofile", "", "write the load generator's own CPU profile to this file (for go tool pprof)")

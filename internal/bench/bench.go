@@ -9,6 +9,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +24,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/switchboard-hub/switchboard/internal/core"
 )
 
 // Receive modes: how the benchmark's receiver gets its messages.
@@ -32,6 +36,13 @@ const (
 	// it gets with POST /atp/ack in batches; a message counts as delivered
 	// when the relay has taken its acknowledgement.
 	ReceiveStream = "stream"
+)
+
+// Message id styles (Config.IDs).
+const (
+	IDsOrdered = "ordered"
+	IDsRandom  = "random"
+	IDsSender  = "sender"
 )
 
 // Config is one benchmark run.
@@ -61,6 +72,12 @@ type Config struct {
 	// down. Zero (the default) is closed-loop: each sender sends its next
 	// message as soon as the last is answered.
 	Rate float64
+	// IDs is how senders make message ids: IDsOrdered (the default: UUIDv7s,
+	// growing with time, as the Go client and `switchboard send` make them),
+	// IDsRandom (128 random bits, as a UUIDv4 client sends) or IDsSender
+	// (the sender's number and a count). The hub indexes every id, and ids
+	// that grow with time cost it the fewest index writes.
+	IDs string
 	// Progress, when set, receives a line every half second.
 	Progress func(line string)
 }
@@ -71,6 +88,7 @@ type Result struct {
 	Receivers int           `json:"receivers"`
 	Rate      float64       `json:"rate,omitempty"` // the open-loop target rate, messages/s
 	Receive   string        `json:"receive"`
+	IDs       string        `json:"ids"` // how message ids were made (Config.IDs)
 	Hubs      []string      `json:"hubs"`
 	Duration  time.Duration `json:"duration_ns"`
 	Sent      int64         `json:"sent"`
@@ -124,6 +142,9 @@ func (r Result) String() string {
 	}
 	if r.SenderCredentials == r.Senders {
 		load += " (own credentials)"
+	}
+	if r.IDs != "" {
+		load += ", " + r.IDs + " ids"
 	}
 	errText := fmt.Sprint(r.Errors)
 	if r.RateLimited > 0 {
@@ -216,6 +237,21 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	case ReceivePush, ReceiveStream:
 	default:
 		return Result{}, fmt.Errorf("receive mode %q: want %s or %s", c.Receive, ReceivePush, ReceiveStream)
+	}
+	var newID func(run string, sender, i int) string
+	switch c.IDs {
+	case "", IDsOrdered:
+		c.IDs, newID = IDsOrdered, func(string, int, int) string { return core.NewID() }
+	case IDsRandom:
+		newID = func(string, int, int) string {
+			var b [16]byte
+			_, _ = crand.Read(b[:])
+			return hex.EncodeToString(b[:])
+		}
+	case IDsSender:
+		newID = func(run string, sender, i int) string { return fmt.Sprintf("%s-%d-%d", run, sender, i) }
+	default:
+		return Result{}, fmt.Errorf("ids %q: want %s, %s or %s", c.IDs, IDsOrdered, IDsRandom, IDsSender)
 	}
 	hubs := append([]string(nil), c.Hubs...)
 	if len(hubs) == 0 {
@@ -377,7 +413,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 				} else if c.Messages == 0 {
 					sent.Add(1)
 				}
-				id := fmt.Sprintf("%s-%d-%d", run, s, i)
+				id := newID(run, s, i)
 				t0 := time.Now()
 				rv.mu.Lock()
 				rv.sentAt[id] = t0
@@ -438,7 +474,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	last := rv.last
 	rv.mu.Unlock()
 	sort.Slice(e2e, func(i, j int) bool { return e2e[i] < e2e[j] })
-	res := Result{Senders: c.Senders, SenderCredentials: own, Receivers: c.Receivers, Rate: c.Rate, Receive: c.Receive, Hubs: hubs, Duration: sendEnd.Sub(start), Sent: sent.Load(), Accepted: accepted.Load(), Errors: errs.Load(), RateLimited: limited.Load(),
+	res := Result{Senders: c.Senders, SenderCredentials: own, Receivers: c.Receivers, Rate: c.Rate, Receive: c.Receive, IDs: c.IDs, Hubs: hubs, Duration: sendEnd.Sub(start), Sent: sent.Load(), Accepted: accepted.Load(), Errors: errs.Load(), RateLimited: limited.Load(),
 		Delivered: rv.received.Load(), Duplicates: rv.dups.Load(),
 		SendP50: pct(all, 50), SendP90: pct(all, 90), SendP99: pct(all, 99), SendMax: pct(all, 100),
 		E2EP50: pct(e2e, 50), E2EP99: pct(e2e, 99)}

@@ -2,13 +2,17 @@ package bench_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -301,5 +305,72 @@ func TestRunSeveralReceivers(t *testing.T) {
 				t.Errorf("summary %q does not name the receivers", res.String())
 			}
 		})
+	}
+}
+
+func TestRunMessageIDs(t *testing.T) {
+	_, base := hubtest.Start(t, hub.Options{Dev: true})
+	u, _ := url.Parse(base)
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	var mu sync.Mutex
+	var ids []string
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/atp/send" {
+			body, _ := io.ReadAll(r.Body)
+			var env struct {
+				MessageID string `json:"message_id"`
+			}
+			_ = json.Unmarshal(body, &env)
+			mu.Lock()
+			ids = append(ids, env.MessageID)
+			mu.Unlock()
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	now := time.Now().UnixMilli()
+	recent := func(id string) bool { // a UUIDv7 of the last minute
+		ms, err := strconv.ParseInt(id[:12], 16, 64)
+		return err == nil && len(id) == 32 && id[12] == '7' && ms > now-60000 && ms <= time.Now().UnixMilli()
+	}
+	cases := []struct {
+		ids  string
+		want func(id string) bool
+	}{
+		{"", recent},
+		{bench.IDsOrdered, recent},
+		{bench.IDsRandom, func(id string) bool {
+			_, err := hex.DecodeString(id)
+			return err == nil && len(id) == 32 && !recent(id)
+		}},
+		{bench.IDsSender, regexp.MustCompile(`^[0-9a-f]+-[0-9]+-[0-9]+$`).MatchString},
+	}
+	for _, tc := range cases {
+		t.Run("ids "+tc.ids, func(t *testing.T) {
+			mu.Lock()
+			ids = nil
+			mu.Unlock()
+			res, err := bench.Run(context.Background(), bench.Config{Hub: front.URL, Senders: 2, Messages: 20, IDs: tc.ids, Drain: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(ids) != 20 || res.Delivered != 20 {
+				t.Fatalf("%d sends seen, %d delivered; want 20", len(ids), res.Delivered)
+			}
+			for _, id := range ids {
+				if !tc.want(id) {
+					t.Fatalf("id %q is not a %q id", id, res.IDs)
+				}
+			}
+			if want := cmp.Or(tc.ids, bench.IDsOrdered); res.IDs != want || !strings.Contains(res.String(), want+" ids") {
+				t.Fatalf("result says ids %q (%s), want %q", res.IDs, res.String(), want)
+			}
+		})
+	}
+	if _, err := bench.Run(context.Background(), bench.Config{Hub: base, IDs: "uuid9"}); err == nil || !strings.Contains(err.Error(), "uuid9") {
+		t.Fatalf("ids uuid9: err = %v", err)
 	}
 }

@@ -84,6 +84,7 @@ func main() {
 		redraw   = flag.Bool("redraw", false, "only redraw the charts from OUT/results.json (no measuring)")
 		rates    = flag.String("rates", "1000,2000,3000,4000,5000", "comma-separated open-loop loads in messages/s (empty: none)")
 		rateN    = flag.Int("rate-senders", 64, "senders for the open-loop loads")
+		ids      = flag.String("ids", bench.IDsOrdered, "how the senders make message ids (switchboard bench --ids): ordered, random or sender")
 	)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -95,13 +96,13 @@ func main() {
 		}
 		return
 	}
-	if err := run(ctx, *hub, *token, *levels, *receive, *rates, *rateN, *duration, *payload, *out, *bin); err != nil {
+	if err := run(ctx, *hub, *token, *levels, *receive, *rates, *rateN, *duration, *payload, *ids, *out, *bin); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-charts:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, hubURL, token, levels, receive, rates string, rateSenders int, d time.Duration, payload int, out, bin string) error {
+func run(ctx context.Context, hubURL, token, levels, receive, rates string, rateSenders int, d time.Duration, payload int, ids, out, bin string) error {
 	var modes []string
 	for _, f := range strings.Split(receive, ",") {
 		switch f = strings.TrimSpace(f); f {
@@ -166,7 +167,7 @@ func run(ctx context.Context, hubURL, token, levels, receive, rates string, rate
 		} else {
 			fmt.Fprintf(os.Stderr, "%-6s senders %3d: ", mode, n)
 		}
-		res, err := benchOnce(ctx, bin, target, tok, mode, n, rate, d, payload)
+		res, err := benchOnce(ctx, bin, target, tok, mode, n, rate, d, payload, ids)
 		stopHub()
 		if err != nil {
 			return fmt.Errorf("%s, senders %d, rate %.0f: %w", mode, n, rate, err)
@@ -275,9 +276,9 @@ func startHub(ctx context.Context, bin, data string) (string, string, func(), er
 	return "", "", nil, fmt.Errorf("hub did not become ready: %s", logs.String())
 }
 
-func benchOnce(ctx context.Context, bin, hubURL, token, mode string, senders int, rate float64, d time.Duration, payload int) (bench.Result, error) {
+func benchOnce(ctx context.Context, bin, hubURL, token, mode string, senders int, rate float64, d time.Duration, payload int, ids string) (bench.Result, error) {
 	args := []string{"bench", "--hub", hubURL, "--senders", strconv.Itoa(senders), "--duration", d.String(),
-		"--payload", strconv.Itoa(payload), "--receive", mode, "--json", "--quiet"}
+		"--payload", strconv.Itoa(payload), "--receive", mode, "--ids", ids, "--json", "--quiet"}
 	if rate > 0 {
 		args = append(args, "--rate", strconv.FormatFloat(rate, 'f', -1, 64))
 	}

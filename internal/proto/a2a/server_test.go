@@ -21,14 +21,25 @@ import (
 
 // rpc posts body to url with an optional A2A-Version header and returns
 // the status and decoded answer (nil for an empty one).
-func rpc(t *testing.T, url, version, body string) (int, any) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+// post posts a JSON-RPC body with the A2A-Version header (none when
+// version is empty). It reports errors instead of failing the test, so any
+// goroutine may call it.
+func post(url, version, body string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
 	if version != "" {
 		req.Header.Set("A2A-Version", version)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	return http.DefaultClient.Do(req)
+}
+
+func rpc(t *testing.T, url, version, body string) (int, any) {
+	t.Helper()
+	resp, err := post(url, version, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,11 +316,7 @@ func second(_ int, v any) any { return v }
 // events as they come; the channel closes when the stream ends.
 func openStream(t *testing.T, url, body string) <-chan string {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("A2A-Version", "1.0")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := post(url, "1.0", body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -460,11 +467,7 @@ func TestPushConfigsPerTaskAtOnce(t *testing.T) {
 	for i := range tries {
 		wg.Go(func() {
 			// Not rpc: it may call t.Fatal, which only the test's goroutine may.
-			body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{"taskId":%q,"id":"c%d","url":"http://127.0.0.1:9/hook"}}`, task, i)
-			req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("A2A-Version", "1.0")
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := post(url, "1.0", fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{"taskId":%q,"id":"c%d","url":"http://127.0.0.1:9/hook"}}`, task, i))
 			if err != nil {
 				t.Error(err)
 				return
@@ -511,10 +514,7 @@ func TestStreamsPerCaller(t *testing.T) {
 	// stream, its first event, else the JSON body.
 	open := func(body string) (*http.Response, string) {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("A2A-Version", "1.0")
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := post(url, "1.0", body)
 		if err != nil {
 			t.Fatal(err)
 		}

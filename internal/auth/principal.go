@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 )
 
 // Errors, matched with errors.Is.
@@ -29,6 +31,39 @@ type Principal struct {
 
 // Authenticated reports whether the principal proved an identity.
 func (p Principal) Authenticated() bool { return p.Admin || p.AgentID != "" }
+
+// Key names the identity for per-caller bounds and sessions: "admin" for
+// the operator, "agent:<id>" for an agent's credential, "" when the
+// principal proved none.
+func (p Principal) Key() string {
+	switch {
+	case p.Admin:
+		return "admin"
+	case p.AgentID != "":
+		return "agent:" + p.AgentID
+	}
+	return ""
+}
+
+// CallerKey names who sent r, for per-caller bounds: its principal's Key,
+// or, for a caller that proved no identity, "addr:" and the address it
+// connects from (AddrKey).
+func CallerKey(r *http.Request) string {
+	if k := From(r.Context()).Key(); k != "" {
+		return k
+	}
+	return AddrKey(r)
+}
+
+// AddrKey names a caller by the address it connects from: "addr:" and
+// r.RemoteAddr's host.
+func AddrKey(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return "addr:" + host
+}
 
 type ctxKey struct{}
 

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -25,26 +24,12 @@ func rateLimited(l *ratelimit.Limiter, next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		key := "agent:" + p.AgentID
-		if p.AgentID == "" {
-			key = addrKey(r)
-		}
-		if ok, wait := l.Allow(key); !ok {
+		if ok, wait := l.Allow(auth.CallerKey(r)); !ok {
 			tooManyRequests(w, wait)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// addrKey is the rate limiter's key for a caller known only by its
-// address.
-func addrKey(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	return "addr:" + host
 }
 
 func tooManyRequests(w http.ResponseWriter, wait time.Duration) {
@@ -135,7 +120,7 @@ func authenticated(a *auth.Authenticator, l *ratelimit.Limiter, next http.Handle
 		p, err := a.Authenticate(r)
 		if err != nil {
 			if errors.Is(err, auth.ErrUnauthenticated) {
-				if ok, wait := l.Allow(addrKey(r)); !ok {
+				if ok, wait := l.Allow(auth.AddrKey(r)); !ok {
 					tooManyRequests(w, wait)
 					return
 				}

@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -14,7 +12,6 @@ import (
 
 	sdk "github.com/a2aproject/a2a-go/v2/a2a"
 
-	"github.com/switchboard-hub/switchboard/internal/auth"
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/store/sqlite"
 )
@@ -188,29 +185,4 @@ func openStore(t *testing.T) *sqlite.Store {
 	}
 	t.Cleanup(func() { st.Close() })
 	return st
-}
-
-func TestStreamCaller(t *testing.T) {
-	cases := []struct {
-		name   string
-		p      auth.Principal
-		remote string
-		want   string
-	}{
-		{"operator", auth.Principal{Admin: true}, "10.0.0.1:5000", "admin"},
-		{"agent", auth.Principal{AgentID: "w"}, "10.0.0.1:5000", "agent:w"},
-		{"dev mode, by address", auth.Principal{Dev: true}, "10.0.0.1:5000", "host:10.0.0.1"},
-		{"dev mode, other port", auth.Principal{Dev: true}, "10.0.0.1:6000", "host:10.0.0.1"},
-		{"no port", auth.Principal{}, "pipe", "host:pipe"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			r := httptest.NewRequest(http.MethodPost, "/a2a/w", nil)
-			r.RemoteAddr = tc.remote
-			r = r.WithContext(auth.With(r.Context(), tc.p))
-			if got := streamCaller(r); got != tc.want {
-				t.Fatalf("streamCaller = %q, want %q", got, tc.want)
-			}
-		})
-	}
 }

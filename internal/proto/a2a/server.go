@@ -914,7 +914,7 @@ func (s *Server) streamCall(w http.ResponseWriter, r *http.Request, ag *core.Age
 	ctx := r.Context()
 	// Before anything is started, so a refused SendStreamingMessage
 	// leaves no task behind.
-	caller := streamCaller(r)
+	caller := auth.CallerKey(r)
 	if !s.streams.acquire(caller) {
 		e := rpcErr(CodeInternal, "this caller has %d A2A streams open, as many as it may; close one, or follow tasks with GetTask or push notifications", MaxStreamsPerCaller)
 		writeJSON(w, http.StatusOK, Response{ID: req.ID, Error: e.withData(v)})

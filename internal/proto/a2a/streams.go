@@ -1,12 +1,6 @@
 package a2a
 
-import (
-	"net"
-	"net/http"
-	"sync"
-
-	"github.com/switchboard-hub/switchboard/internal/auth"
-)
+import "sync"
 
 // MaxStreamsPerCaller is how many A2A streams (SendStreamingMessage and
 // SubscribeToTask) one caller may hold open at once. Each one holds a
@@ -42,22 +36,4 @@ func (b *streamBound) release(caller string) {
 	if b.open[caller]--; b.open[caller] <= 0 {
 		delete(b.open, caller)
 	}
-}
-
-// streamCaller names whose stream a request opens: an agent's credential,
-// the operator, or — for callers that prove no identity (dev mode) — the
-// address they connect from, so that they do not share one place.
-func streamCaller(r *http.Request) string {
-	p := auth.From(r.Context())
-	switch {
-	case p.Admin:
-		return "admin"
-	case p.AgentID != "":
-		return "agent:" + p.AgentID
-	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	return "host:" + host
 }

@@ -73,9 +73,9 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		p := auth.From(r.Context())
 		switch {
 		case p.Admin:
-			return &sdkauth.TokenInfo{UserID: "admin", Extra: map[string]any{tokenAdminKey: true}}, nil
+			return &sdkauth.TokenInfo{UserID: p.Key(), Extra: map[string]any{tokenAdminKey: true}}, nil
 		case p.AgentID != "":
-			return &sdkauth.TokenInfo{UserID: "agent:" + p.AgentID, Extra: map[string]any{tokenAgentKey: p.AgentID}}, nil
+			return &sdkauth.TokenInfo{UserID: p.Key(), Extra: map[string]any{tokenAgentKey: p.AgentID}}, nil
 		}
 		return nil, sdkauth.ErrInvalidToken
 	}, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(next)

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"slices"
@@ -115,13 +116,7 @@ func (w *sessionWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // callerKey names whose session a request opens.
 func callerKey(p auth.Principal) string {
-	switch {
-	case p.Admin:
-		return "admin"
-	case p.AgentID != "":
-		return "agent:" + p.AgentID
-	}
-	return "anonymous" // dev mode
+	return cmp.Or(p.Key(), "anonymous") // dev mode
 }
 
 // reserve takes a place for a session about to be opened. At the bound it

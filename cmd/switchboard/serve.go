@@ -32,7 +32,7 @@ func runServe(ctx context.Context, args []string, s stdio) int {
 	fs.DurationVar(&o.BodyTimeout, "body-timeout", hub.DefaultBodyTimeout, "how long a request body may take to arrive before the request is answered 408 and its connection closed (0: no limit)")
 	fs.DurationVar(&o.Relay.DefaultTTL, "default-ttl", time.Minute, "TTL of messages that give none")
 	fs.DurationVar(&o.Relay.Retention, "retention", 24*time.Hour, "how long receipts of finished messages, and finished A2A tasks (at least 2h), are kept")
-	fs.DurationVar(&o.Relay.DeliverTimout, "deliver-timeout", 10*time.Second, "how long one delivery attempt may take before it counts as failed and is retried")
+	fs.DurationVar(&o.Relay.DeliverTimeout, "deliver-timeout", 10*time.Second, "how long one delivery attempt may take before it counts as failed and is retried")
 	fs.IntVar(&o.Relay.MaxQueue, "max-queue", 100000, "queued messages per receiver before sends are refused with 429 (-1: no limit)")
 	fs.IntVar(&o.Relay.MaxAgents, "max-agents", 0, "registered agents (alive or not, the hub's own push and callback agents included) before registering a new agent id is refused with 507 agent_limit (0: no limit)")
 	fs.IntVar(&o.MaxConns, "max-conns", 0, "client connections held at once; one more is closed unanswered (0: 10000, or the open-file limit less 512 if lower; -1: no bound)")
@@ -69,7 +69,7 @@ func runServe(ctx context.Context, args []string, s stdio) int {
 	// A lane's claim must outlast one delivery attempt with room to spare
 	// (core: an attempt is started only if it ends within nine tenths of
 	// the claim), or a slow receiver's lane could be claimed twice.
-	if d, l := o.Relay.DeliverTimout, o.Relay.ClaimLease; d > 0 && l > 0 && d > l-l/10 {
+	if d, l := o.Relay.DeliverTimeout, o.Relay.ClaimLease; d > 0 && l > 0 && d > l-l/10 {
 		fmt.Fprintf(s.err, "serve: --deliver-timeout %v must be at most nine tenths of --claim-lease %v\n", d, l)
 		return exitUsage
 	}

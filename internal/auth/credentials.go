@@ -39,7 +39,14 @@ type Credentials struct {
 	CacheTTL time.Duration
 
 	once  sync.Once
-	cache *cache.TTL[string, string] // token hash → agent; nil: no cache
+	cache *cache.TTL[string, holder] // token hash → its holder; nil: no cache
+}
+
+// holder is who a credential belongs to: an agent, since the credential's
+// issue.
+type holder struct {
+	agent string
+	since time.Time
 }
 
 // DefaultCacheTTL is Credentials' default CacheTTL.
@@ -49,14 +56,14 @@ const DefaultCacheTTL = time.Second
 const maxCachedCreds = 10000
 
 // tokens returns the token cache, or nil when it is off.
-func (c *Credentials) tokens() *cache.TTL[string, string] {
+func (c *Credentials) tokens() *cache.TTL[string, holder] {
 	c.once.Do(func() {
 		ttl := c.CacheTTL
 		if ttl == 0 {
 			ttl = DefaultCacheTTL
 		}
 		if ttl > 0 {
-			c.cache = cache.New[string, string](ttl, maxCachedCreds)
+			c.cache = cache.New[string, holder](ttl, maxCachedCreds)
 		}
 	})
 	return c.cache
@@ -89,20 +96,24 @@ func (c *Credentials) Issue(ctx context.Context, agentID string) (string, error)
 
 // Verify returns the agent a token belongs to.
 func (c *Credentials) Verify(ctx context.Context, token string) (string, error) {
-	return c.verifyHash(ctx, Hash(token))
+	h, err := c.verifyHash(ctx, Hash(token))
+	return h.agent, err
 }
 
-// verifyHash returns the agent whose token has the stored form hash.
-func (c *Credentials) verifyHash(ctx context.Context, hash string) (string, error) {
-	read := func() (string, error) {
+// verifyHash returns who holds the token whose stored form is hash. The
+// record's time is when the credential was issued: the relay refuses a
+// credential issued before its agent's current registration (an earlier
+// identity's, see core.Principal.Since).
+func (c *Credentials) verifyHash(ctx context.Context, hash string) (holder, error) {
+	read := func() (holder, error) {
 		rec, err := c.Store.GetRecord(ctx, recordKind, hash)
 		if errors.Is(err, core.ErrNotFound) {
-			return "", fmt.Errorf("unknown token: %w", ErrUnauthenticated)
+			return holder{}, fmt.Errorf("unknown token: %w", ErrUnauthenticated)
 		}
 		if err != nil {
-			return "", err
+			return holder{}, err
 		}
-		return string(rec.Data), nil
+		return holder{agent: string(rec.Data), since: rec.UpdatedAt}, nil
 	}
 	if t := c.tokens(); t != nil {
 		return t.Get(hash, read)
@@ -123,7 +134,7 @@ func (c *Credentials) Revoke(ctx context.Context, agentID string) error {
 		return err
 	}
 	if t := c.tokens(); t != nil {
-		defer t.DeleteFunc(func(_, agent string) bool { return agent == agentID })
+		defer t.DeleteFunc(func(_ string, h holder) bool { return h.agent == agentID })
 	}
 	for _, r := range recs {
 		if err := c.Store.DeleteRecord(ctx, recordKind, r.ID); err != nil && !errors.Is(err, core.ErrNotFound) {
@@ -156,7 +167,7 @@ func Bearer(h string) (string, bool) {
 // with an invalid token is refused with ErrUnauthenticated.
 func (a *Authenticator) Authenticate(r *http.Request) (Principal, error) {
 	if a.Dev {
-		return Principal{Dev: true}, nil
+		return core.DevPrincipal(), nil
 	}
 	h := r.Header.Get("Authorization")
 	if h == "" {
@@ -168,11 +179,11 @@ func (a *Authenticator) Authenticate(r *http.Request) (Principal, error) {
 	}
 	hash := Hash(tok)
 	if a.AdminHash != "" && subtle.ConstantTimeCompare([]byte(hash), []byte(a.AdminHash)) == 1 {
-		return Principal{Admin: true}, nil
+		return core.AdminPrincipal(), nil
 	}
-	id, err := a.Creds.verifyHash(r.Context(), hash)
+	holder, err := a.Creds.verifyHash(r.Context(), hash)
 	if err != nil {
 		return Principal{}, err
 	}
-	return Principal{AgentID: id}, nil
+	return core.AgentPrincipal(holder.agent, holder.since), nil
 }

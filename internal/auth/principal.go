@@ -1,49 +1,30 @@
-// Package auth authenticates requests to the hub and binds them to an
-// identity: an agent (its credential), the operator (the admin token), or,
-// with --dev on loopback, anyone.
+// Package auth authenticates requests to the hub into a core.Principal: an
+// agent (its credential), the operator (the admin token), or, with --dev on
+// loopback, anyone. It does not decide what a principal may do: the core
+// does (core.Authorize); the helpers below that check a request only ask
+// the core's table, for the adapters that are not yet converted to the
+// relay's principal-taking operations.
 package auth
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
+
+	"github.com/switchboard-hub/switchboard/internal/core"
 )
 
-// Errors, matched with errors.Is.
+// Errors, matched with errors.Is: the core's.
 var (
 	// ErrUnauthenticated means the request carried no valid credential.
-	ErrUnauthenticated = errors.New("unauthenticated")
+	ErrUnauthenticated = core.ErrUnauthenticated
 	// ErrNotPermitted means the credential does not allow the action.
-	ErrNotPermitted = errors.New("not permitted")
+	ErrNotPermitted = core.ErrNotPermitted
 )
 
-// Principal is who a request acts for.
-type Principal struct {
-	// AgentID is the agent the credential belongs to, empty for others.
-	AgentID string
-	// Admin is the operator (admin token).
-	Admin bool
-	// Dev is set when auth is off (--dev): every action is allowed.
-	Dev bool
-}
-
-// Authenticated reports whether the principal proved an identity.
-func (p Principal) Authenticated() bool { return p.Admin || p.AgentID != "" }
-
-// Key names the identity for per-caller bounds and sessions: "admin" for
-// the operator, "agent:<id>" for an agent's credential, "" when the
-// principal proved none.
-func (p Principal) Key() string {
-	switch {
-	case p.Admin:
-		return "admin"
-	case p.AgentID != "":
-		return "agent:" + p.AgentID
-	}
-	return ""
-}
+// Principal is who a request acts for: the core's principal.
+type Principal = core.Principal
 
 // CallerKey names who sent r, for per-caller bounds: its principal's Key,
 // or, for a caller that proved no identity, "addr:" and the address it
@@ -65,64 +46,72 @@ func AddrKey(r *http.Request) string {
 	return "addr:" + host
 }
 
-type ctxKey struct{}
+// With returns ctx carrying p (core.WithPrincipal).
+func With(ctx context.Context, p Principal) context.Context { return core.WithPrincipal(ctx, p) }
 
-// With returns ctx carrying p.
-func With(ctx context.Context, p Principal) context.Context {
-	return context.WithValue(ctx, ctxKey{}, p)
-}
+// From returns the principal in ctx (anonymous if none).
+func From(ctx context.Context) Principal { return core.PrincipalFrom(ctx) }
 
-// From returns the principal in ctx (the zero Principal if none).
-func From(ctx context.Context) Principal {
-	p, _ := ctx.Value(ctxKey{}).(Principal)
-	return p
+// owner is the relation of the request's principal to agentID as far as
+// the credential tells (the relay also checks that the credential is of
+// the id's current identity).
+func owner(p Principal, agentID string) core.Relation {
+	if p.AgentID != "" && p.AgentID == agentID {
+		return core.RelOwner
+	}
+	return core.RelNone
 }
 
 // ActAs checks that the request may act as agentID: send as it, renew it,
-// read its queue.
+// read its queue (core.OpSendAs).
 func ActAs(ctx context.Context, agentID string) error {
 	p := From(ctx)
-	switch {
-	case p.Dev || p.Admin || (p.AgentID != "" && p.AgentID == agentID):
-		return nil
-	case !p.Authenticated():
-		return fmt.Errorf("acting as %q needs that agent's credential: %w", agentID, ErrUnauthenticated)
+	if err := core.Authorize(p, core.OpSendAs, owner(p, agentID)); err != nil {
+		return fmt.Errorf("acting as %q: %w", agentID, err)
 	}
-	return fmt.Errorf("credential of %q cannot act as %q: %w", p.AgentID, agentID, ErrNotPermitted)
+	return nil
 }
 
-// Admin checks that the request is the operator's.
+// Admin checks that the request is the operator's (core.OpOperator).
 func Admin(ctx context.Context) error {
-	p := From(ctx)
-	switch {
-	case p.Dev || p.Admin:
-		return nil
-	case !p.Authenticated():
-		return fmt.Errorf("operator action needs the admin token: %w", ErrUnauthenticated)
+	if err := core.Authorize(From(ctx), core.OpOperator, core.RelNone); err != nil {
+		return fmt.Errorf("operator action needs the admin token: %w", err)
 	}
-	return fmt.Errorf("operator action needs the admin token: %w", ErrNotPermitted)
+	return nil
 }
 
 // MayRegister checks that the request may register agentID: an existing
-// agent needs its own credential (or the operator's); a new id is open to
-// any caller that does not hold another agent's credential.
+// agent needs its own credential (or the operator's); a new local id is
+// open to any caller that does not hold another agent's credential; a
+// remote id (x@host) is the operator's to bind, an internal one the hub's
+// (core.ErrReservedID).
 func MayRegister(ctx context.Context, exists bool, agentID string) error {
-	if exists {
-		return ActAs(ctx, agentID)
+	p := From(ctx)
+	op := core.OpRegisterNew
+	switch {
+	case core.NamespaceOf(agentID) == core.NamespaceInternal:
+		op = core.OpRegisterInternal
+	case core.NamespaceOf(agentID) == core.NamespaceRemote:
+		op = core.OpRegisterRemote
+	case exists:
+		op = core.OpRegisterExisting
 	}
-	if p := From(ctx); p.AgentID != "" && p.AgentID != agentID {
-		return ActAs(ctx, agentID)
+	if err := core.Authorize(p, op, owner(p, agentID)); err != nil {
+		if op == core.OpRegisterInternal || op == core.OpRegisterRemote {
+			return fmt.Errorf("agent id %q is reserved (%s): %w", agentID, op, core.ErrReservedID)
+		}
+		return fmt.Errorf("register %q: %w", agentID, err)
 	}
 	return nil
 }
 
 // Member checks that the request proved some identity (an agent's
 // credential or the admin token), or that auth is off: agent listings and
-// AMP ticks are for the hub's own agents, not for anonymous callers.
+// AMP ticks are for the hub's own agents, not for anonymous callers
+// (core.OpListAgents).
 func Member(ctx context.Context) error {
-	p := From(ctx)
-	if p.Dev || p.Authenticated() {
-		return nil
+	if err := core.Authorize(From(ctx), core.OpListAgents, core.RelNone); err != nil {
+		return fmt.Errorf("this needs a credential, any agent's or the admin token: %w", err)
 	}
-	return fmt.Errorf("this needs a credential, any agent's or the admin token: %w", ErrUnauthenticated)
+	return nil
 }

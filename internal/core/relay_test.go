@@ -778,7 +778,7 @@ func TestTraceParentFromContext(t *testing.T) {
 // of order. Every message is still delivered once, in order, through
 // renewals.
 func TestLaneAttemptsStayWithinTheClaim(t *testing.T) {
-	f := newFixture(t, core.Config{ClaimLease: 30 * time.Second, DeliverTimout: 10 * time.Second})
+	f := newFixture(t, core.Config{ClaimLease: 30 * time.Second, DeliverTimeout: 10 * time.Second})
 	// The worker stays registered for the whole slow run.
 	if _, _, err := f.relay.Register(f.ctx, &core.Agent{ID: "worker", Endpoint: core.Endpoint{Kind: kindTest, URL: "http://x"}}, time.Hour); err != nil {
 		t.Fatal(err)

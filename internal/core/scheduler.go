@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"sync"
 	"time"
 )
@@ -164,18 +165,18 @@ func (r *Relay) attemptLane(ctx context.Context, c LaneClaim) LaneResult {
 		// outlast it is left for the next claim or renewal, or the lane
 		// could be claimed again meanwhile (by another instance, or this
 		// one) and delivered twice and out of order. The first attempt
-		// always runs (Config keeps DeliverTimout under ClaimLease).
+		// always runs (Config keeps DeliverTimeout under ClaimLease).
 		leaseEnd := now.Add(r.cfg.ClaimLease - r.cfg.ClaimLease/10)
 		for i, m := range c.Messages {
 			now = r.clock.Now()
-			if i > 0 && now.Add(min(r.cfg.DeliverTimout, m.ExpiresAt.Sub(now))).After(leaseEnd) {
+			if i > 0 && now.Add(min(r.cfg.DeliverTimeout, m.ExpiresAt.Sub(now))).After(leaseEnd) {
 				break // the rest stay queued, behind nothing: next round
 			}
 			if !now.Before(m.ExpiresAt) {
 				res.Outcomes = append(res.Outcomes, Outcome{MessageID: m.ID, Kind: OutcomeTimeout, At: now, Detail: "ttl passed before delivery"})
 				continue
 			}
-			timeout := r.cfg.DeliverTimout
+			timeout := r.cfg.DeliverTimeout
 			if left := m.ExpiresAt.Sub(now); left < timeout {
 				timeout = left
 			}
@@ -267,4 +268,18 @@ func (r *Relay) purge(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// Backoff is the delay before retry number attempt (1-based): exponential
+// from BackoffBase, capped at BackoffMax, with jitter in [d/2, d].
+func (r *Relay) Backoff(attempt int) time.Duration {
+	d := r.cfg.BackoffBase
+	for i := 1; i < attempt && d < r.cfg.BackoffMax; i++ {
+		d *= 2
+	}
+	if d > r.cfg.BackoffMax {
+		d = r.cfg.BackoffMax
+	}
+	half := d / 2
+	return half + time.Duration(mrand.Int64N(int64(half)+1))
 }

@@ -2,24 +2,8 @@ package core
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
-)
-
-// Store errors, matched with errors.Is.
-var (
-	ErrNotFound = errors.New("not found")
-	ErrConflict = errors.New("conflict")
-	// ErrIDConflict means a message id is already used by another sender,
-	// or by this sender for another receiver or other content: not a retry
-	// of that message.
-	ErrIDConflict = errors.New("message id already used")
-	// ErrQueueFull means the receiver's queue is at its configured depth.
-	ErrQueueFull = errors.New("receiver queue full")
-	// ErrStorageFull means the store has no room left (disk full): nothing
-	// was written.
-	ErrStorageFull = errors.New("store full")
 )
 
 // AgentFilter selects agents in ListAgents. Zero fields match everything.
@@ -108,6 +92,12 @@ type Store interface {
 	// RenewLease moves an agent's lease to expiresAt and LastSeen to now.
 	RenewLease(ctx context.Context, id string, expiresAt, now time.Time) error
 	DeleteAgent(ctx context.Context, id string) error
+	// EndIdentity ends agent id's identity in one transaction: it deletes
+	// the agent (ErrNotFound if there is none), ends its conversation
+	// memberships and moves every message still queued for it to rejected
+	// with Code 410 and detail in its history and last_error (a dead
+	// letter). It returns the receipts of the messages it ended.
+	EndIdentity(ctx context.Context, id string, now time.Time, detail string) ([]*Receipt, error)
 
 	// Accept stores a new message and its receipt atomically. If a message
 	// with the same id exists, it stores nothing and returns the existing

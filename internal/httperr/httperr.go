@@ -10,13 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"os"
 	"reflect"
 	"strings"
 	"sync"
 
-	"github.com/switchboard-hub/switchboard/internal/auth"
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/jsonvalue"
 )
@@ -50,7 +50,18 @@ const (
 	CodeUnavailable      = "unavailable"
 	CodeStorageFull      = "storage_full"
 	CodeAgentLimit       = "agent_limit"
-	CodeInternal         = "internal"
+	// CodeReservedID refuses an id of a namespace the caller may not
+	// claim (a remote agent's x@host, the hub's internal _… ids).
+	CodeReservedID = "reserved_id"
+	// CodeNotAnswerable refuses a correlation_id that names a message the
+	// sender did not receive.
+	CodeNotAnswerable = "not_answerable"
+	// CodeConversationNotFound answers every refused conversation
+	// operation: unknown, or not open to the caller.
+	CodeConversationNotFound = "conversation_not_found"
+	// CodeUnsupportedMediaType refuses a body that is not declared JSON.
+	CodeUnsupportedMediaType = "unsupported_media_type"
+	CodeInternal             = "internal"
 )
 
 // Write writes an error answer.
@@ -66,40 +77,90 @@ func Errorf(w http.ResponseWriter, status int, code, format string, args ...any)
 }
 
 // Classify maps an error from the core or a store to an HTTP status and
-// error code.
+// error code: by its kind (core.KindOf), with a code of its own for the
+// errors that have one. It is the one place where core errors become HTTP
+// answers.
 func Classify(err error) (int, string) {
-	var mbe *http.MaxBytesError
+	var (
+		mbe *http.MaxBytesError
+		he  *Error
+	)
 	switch {
+	case errors.As(err, &he):
+		return he.Status, he.Code
 	case errors.As(err, &mbe):
 		return http.StatusRequestEntityTooLarge, CodeTooLarge
-	case errors.Is(err, core.ErrInvalid):
-		return http.StatusBadRequest, CodeInvalidField
 	case errors.Is(err, core.ErrUnknownReceiver):
 		return http.StatusNotFound, CodeUnknownReceiver
-	case errors.Is(err, core.ErrNotFound):
-		return http.StatusNotFound, CodeNotFound
+	case errors.Is(err, core.ErrNoConversation):
+		return http.StatusNotFound, CodeConversationNotFound
 	case errors.Is(err, core.ErrIDConflict):
 		return http.StatusConflict, CodeIDConflict
-	case errors.Is(err, core.ErrConflict):
-		return http.StatusConflict, CodeConflict
 	case errors.Is(err, core.ErrQueueFull):
 		return http.StatusTooManyRequests, CodeQueueFull
 	case errors.Is(err, core.ErrContentType):
 		return http.StatusUnsupportedMediaType, CodeContentType
 	case errors.Is(err, core.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge, CodeMessageTooLarge
-	case errors.Is(err, auth.ErrUnauthenticated):
-		return http.StatusUnauthorized, CodeUnauthorized
-	case errors.Is(err, auth.ErrNotPermitted):
-		return http.StatusForbidden, CodeForbidden
-	case errors.Is(err, core.ErrForbidden):
-		return http.StatusForbidden, CodeForbidden
-	case errors.Is(err, core.ErrStorageFull):
-		return http.StatusInsufficientStorage, CodeStorageFull
 	case errors.Is(err, core.ErrAgentLimit):
 		return http.StatusInsufficientStorage, CodeAgentLimit
+	case errors.Is(err, core.ErrReservedID):
+		return http.StatusForbidden, CodeReservedID
+	case errors.Is(err, core.ErrNotAnswerable):
+		return http.StatusForbidden, CodeNotAnswerable
+	}
+	switch core.KindOf(err) {
+	case core.KindInvalid:
+		return http.StatusBadRequest, CodeInvalidField
+	case core.KindUnauthenticated:
+		return http.StatusUnauthorized, CodeUnauthorized
+	case core.KindForbidden:
+		return http.StatusForbidden, CodeForbidden
+	case core.KindNotFound:
+		return http.StatusNotFound, CodeNotFound
+	case core.KindConflict:
+		return http.StatusConflict, CodeConflict
+	case core.KindTooLarge:
+		return http.StatusRequestEntityTooLarge, CodeMessageTooLarge
+	case core.KindUnsupported:
+		return http.StatusUnsupportedMediaType, CodeContentType
+	case core.KindRateLimited:
+		return http.StatusTooManyRequests, CodeRateLimited
+	case core.KindUnavailable:
+		return http.StatusServiceUnavailable, CodeUnavailable
+	case core.KindStorageFull:
+		return http.StatusInsufficientStorage, CodeStorageFull
 	}
 	return http.StatusInternalServerError, CodeInternal
+}
+
+// Error is an HTTP error answer a handler returns for a refusal of its own
+// (a malformed field, say) rather than the core's.
+type Error struct {
+	Status int
+	Code   string
+	Msg    string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// New returns an *Error.
+func New(status int, code, format string, args ...any) error {
+	return &Error{Status: status, Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+// HandlerFunc is an HTTP handler that returns its error instead of
+// writing it: Handle writes it, in one place.
+type HandlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// Handle returns the http.HandlerFunc that runs h and answers its error
+// with From. A handler that already wrote its answer must return nil.
+func Handle(h HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			From(w, err)
+		}
+	}
 }
 
 // From writes the answer for err. Internal errors are not described to the
@@ -132,7 +193,18 @@ func Text(err error) string {
 // after the value, or a key named twice in one object (see
 // jsonvalue.DuplicateKey), 400 invalid_field for a value of the wrong JSON
 // type (naming the field and the type it must be).
+//
+// A body not declared JSON (Content-Type application/json, or
+// application/<something>+json) is refused first with 415
+// unsupported_media_type: a web page can send a cross-site form or
+// text/plain body without the browser asking the hub first, but not a
+// JSON one, so JSON only keeps browsers from writing to the hub on a
+// visitor's behalf.
 func DecodeJSON(w http.ResponseWriter, r *http.Request, max int64, v any) bool {
+	if err := CheckJSON(r); err != nil {
+		From(w, err)
+		return false
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, max)
 	buf := bodies.Get().(*bytes.Buffer)
 	defer func() {
@@ -179,6 +251,21 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, max int64, v any) bool {
 		Errorf(w, http.StatusBadRequest, CodeInvalidJSON, "malformed JSON body: %v", err)
 	}
 	return false
+}
+
+// CheckJSON refuses (415 unsupported_media_type) a request whose body is
+// not declared JSON: Content-Type application/json or
+// application/<something>+json, parameters (charset) allowed.
+func CheckJSON(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if err == nil && (mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")) {
+		return nil
+	}
+	if ct == "" {
+		ct = "none"
+	}
+	return New(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "the body must be JSON, sent with Content-Type: application/json (got %s)", ct)
 }
 
 // decodeError names why data did not decode into v, which json.Unmarshal

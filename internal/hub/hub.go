@@ -156,7 +156,7 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	if opt.Dev {
 		policy.AllowLoopback, policy.AllowPrivate = true, true
 	}
-	client := policy.Client(relay.Config().DeliverTimout)
+	client := policy.Client(relay.Config().DeliverTimeout)
 	key, err := hubKey(ctx, st, clock)
 	if err != nil {
 		st.Close()
@@ -165,7 +165,7 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	signer := &webhook.HMACSigner{Key: key}
 	relay.SetDeliverer(core.EndpointATP, webhook.New(client, atp.Encoder{}, signer))
 	relay.SetDeliverer(core.EndpointMAMP, webhook.New(client, mamp.Encoder{Host: relay.Config().Host}, signer))
-	relay.SetDeliverer(core.EndpointA2A, a2aremote.New(policy.Client(relay.Config().DeliverTimout)))
+	relay.SetDeliverer(core.EndpointA2A, a2aremote.New(policy.Client(relay.Config().DeliverTimeout)))
 	client.Transport = tracing.Transport(client.Transport)
 	relay.SetDeliverer(a2a.EndpointPush, a2a.PushDeliverer{Client: client})
 	// deliverers: each protocol adapter adds its line above this marker.

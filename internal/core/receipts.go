@@ -1,0 +1,210 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Receipt returns a message's receipt.
+func (r *Relay) Receipt(ctx context.Context, id string) (*Receipt, error) {
+	return r.store.GetReceipt(ctx, id)
+}
+
+// WaitReceipt waits until message id has a terminal receipt or ctx ends.
+func (r *Relay) WaitReceipt(ctx context.Context, id string) (*Receipt, error) {
+	return waitFor(ctx, r, id, func() (*Receipt, bool, error) {
+		rc, err := r.store.GetReceipt(ctx, id)
+		if err != nil {
+			return nil, false, err
+		}
+		return rc, rc.Status.Terminal(), nil
+	})
+}
+
+// WaitResult waits until a message correlated to id arrives or ctx ends.
+func (r *Relay) WaitResult(ctx context.Context, id string) (*Message, error) {
+	return waitFor(ctx, r, resultKeyPrefix+id, func() (*Message, bool, error) {
+		ms, err := r.store.Results(ctx, id, 1)
+		if err != nil || len(ms) == 0 {
+			return nil, false, err
+		}
+		return ms[0], true, nil
+	})
+}
+
+// Polls of a wait (waitFor): the first after waitPollFirst, then twice
+// as far apart each time up to waitPollMax.
+const (
+	waitPollFirst = 250 * time.Millisecond
+	waitPollMax   = 2 * time.Second
+)
+
+// waitFor polls check whenever key is notified, and also now and then —
+// 250 ms after it starts, then twice as long each time up to every 2 s —
+// so that changes made by other hub instances are seen too (receipts that
+// end there are notified here on stores that share them; results are
+// not). A wait that polled every 250 ms cost a store read four times a
+// second for as long as it lasted, and waits can be many and long.
+func waitFor[T any](ctx context.Context, r *Relay, key string, check func() (T, bool, error)) (T, error) {
+	ch := make(chan struct{}, 1)
+	r.mu.Lock()
+	r.waiters[key] = append(r.waiters[key], ch)
+	r.mu.Unlock()
+	defer r.unwait(key, ch)
+	poll := NewPoll(waitPollFirst, waitPollMax)
+	defer poll.Stop()
+	for {
+		v, ok, err := check()
+		if err != nil || ok {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			var zero T
+			return zero, ctx.Err()
+		case <-ch:
+		case <-poll.C():
+			poll.Fired()
+		}
+	}
+}
+
+func (r *Relay) unwait(key string, ch chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ws := r.waiters[key]
+	for i, w := range ws {
+		if w == ch {
+			ws = append(ws[:i], ws[i+1:]...)
+			break
+		}
+	}
+	if len(ws) == 0 {
+		delete(r.waiters, key)
+	} else {
+		r.waiters[key] = ws
+	}
+}
+
+func (r *Relay) notify(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ch := range r.waiters[key] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	id := strings.TrimPrefix(key, resultKeyPrefix)
+	for _, h := range r.hooks[id] {
+		h.fn(id)
+	}
+}
+
+// resultKeyPrefix marks the waiters' key for results correlated to a
+// message, as opposed to its receipt.
+const resultKeyPrefix = "result:"
+
+type messageHook struct{ fn func(id string) }
+
+// OnMessageEvent calls fn with id whenever something may have changed for
+// message id as this instance sees it: its receipt moved, or a result
+// correlated to it arrived (for changes made by other instances, only
+// receipts are notified, and only on stores that share them, see
+// NotifyReceipt). It serves callers that follow many messages at once
+// with one goroutine where WaitReceipt and WaitResult need one per
+// message. fn runs with the relay's lock held: it must return at once and
+// must not call the relay. Calling stop ends the calls.
+func (r *Relay) OnMessageEvent(id string, fn func(id string)) (stop func()) {
+	h := &messageHook{fn: fn}
+	r.mu.Lock()
+	r.hooks[id] = append(r.hooks[id], h)
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		hs := slices.DeleteFunc(r.hooks[id], func(x *messageHook) bool { return x == h })
+		if len(hs) == 0 {
+			delete(r.hooks, id)
+		} else {
+			r.hooks[id] = hs
+		}
+	}
+}
+
+// NotifyReceipt wakes whoever waits for message id's receipt; stores shared
+// between instances call it when another instance ended a message.
+func (r *Relay) NotifyReceipt(id string) { r.notify(id) }
+
+// receiptAccess returns message id's receipt when p may read it: its
+// sender or receiver in the identity that sent or received it, the
+// operator, dev mode, the hub. Any other caller gets ErrNotFound, as for a
+// message that does not exist.
+func (r *Relay) receiptAccess(ctx context.Context, p Principal, id string) (*Receipt, error) {
+	rc, err := r.store.GetReceipt(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, fmt.Errorf("message %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	rel := RelNone
+	if p.AgentID != "" {
+		own, err := r.relationToAgent(ctx, p, p.AgentID)
+		if err != nil {
+			return nil, err
+		}
+		if own == RelOwner {
+			if rel, err = r.relationToMessage(ctx, p.AgentID, rc, false); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := Authorize(p, OpReadReceipt, rel); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil, fmt.Errorf("message %q: %w", id, ErrNotFound)
+		}
+		return nil, err
+	}
+	return rc, nil
+}
+
+// ReceiptFor returns message id's receipt to p (see receiptAccess).
+func (r *Relay) ReceiptFor(ctx context.Context, p Principal, id string) (*Receipt, error) {
+	return r.receiptAccess(ctx, p, id)
+}
+
+// WaitReceiptFor waits, for p, until message id has a terminal receipt or
+// ctx ends; it returns the receipt as it is then, which p may read (see
+// receiptAccess), with ctx's error if it ended first.
+func (r *Relay) WaitReceiptFor(ctx context.Context, p Principal, id string) (*Receipt, error) {
+	rc, err := r.receiptAccess(ctx, p, id)
+	if err != nil || rc.Status.Terminal() {
+		return rc, err
+	}
+	got, err := r.WaitReceipt(ctx, id)
+	if err != nil {
+		return rc, err
+	}
+	return got, nil
+}
+
+// ResultsFor returns to p, who may read message id's receipt (see
+// receiptAccess), up to limit of the results of message id: the messages
+// whose correlation id is id, oldest first. With wait > 0 it first waits
+// that long for one to arrive, if none has.
+func (r *Relay) ResultsFor(ctx context.Context, p Principal, id string, wait time.Duration, limit int) ([]*Message, error) {
+	if _, err := r.receiptAccess(ctx, p, id); err != nil {
+		return nil, err
+	}
+	if wait > 0 {
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		_, _ = r.WaitResult(wctx, id)
+		cancel()
+	}
+	return r.store.Results(ctx, id, limit)
+}

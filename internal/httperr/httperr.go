@@ -201,9 +201,18 @@ func Text(err error) string {
 // JSON one, so JSON only keeps browsers from writing to the hub on a
 // visitor's behalf.
 func DecodeJSON(w http.ResponseWriter, r *http.Request, max int64, v any) bool {
-	if err := CheckJSON(r); err != nil {
+	if err := ReadJSON(w, r, max, v); err != nil {
 		From(w, err)
 		return false
+	}
+	return true
+}
+
+// ReadJSON is DecodeJSON returning the error (an *Error) instead of
+// writing it, for handlers that return their errors (Handle).
+func ReadJSON(w http.ResponseWriter, r *http.Request, max int64, v any) error {
+	if err := CheckJSON(r); err != nil {
+		return err
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, max)
 	buf := bodies.Get().(*bytes.Buffer)
@@ -219,10 +228,9 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, max int64, v any) bool {
 		if err = json.Unmarshal(data, v); err == nil {
 			key, dup := jsonvalue.DuplicateKey(data)
 			if !dup {
-				return true
+				return nil
 			}
-			Errorf(w, http.StatusBadRequest, CodeInvalidJSON, "key %q appears twice in one object of the JSON body", key)
-			return false
+			return New(http.StatusBadRequest, CodeInvalidJSON, "key %q appears twice in one object of the JSON body", key)
 		}
 		err = decodeError(data, v, err)
 	}
@@ -232,25 +240,23 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, max int64, v any) bool {
 	)
 	switch {
 	case errors.As(err, &mbe):
-		Errorf(w, http.StatusRequestEntityTooLarge, CodeTooLarge, "request body exceeds %d bytes", max)
+		return New(http.StatusRequestEntityTooLarge, CodeTooLarge, "request body exceeds %d bytes", max)
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		// The connection's read deadline (the hub's --body-timeout) passed
 		// while the body was still arriving.
-		Write(w, http.StatusRequestTimeout, CodeTimeout, "the request body did not arrive in time")
+		return New(http.StatusRequestTimeout, CodeTimeout, "the request body did not arrive in time")
 	case errors.Is(err, io.EOF):
-		Write(w, http.StatusBadRequest, CodeInvalidJSON, "request body is empty: want a JSON object")
+		return New(http.StatusBadRequest, CodeInvalidJSON, "request body is empty: want a JSON object")
 	case errors.Is(err, errTrailing):
-		Write(w, http.StatusBadRequest, CodeInvalidJSON, "trailing data after the JSON body")
+		return New(http.StatusBadRequest, CodeInvalidJSON, "trailing data after the JSON body")
 	case errors.As(err, &te) && te.Field != "":
-		Errorf(w, http.StatusBadRequest, CodeInvalidField, "%s must be %s, not %s", te.Field, jsonKind(te.Type), te.Value)
+		return New(http.StatusBadRequest, CodeInvalidField, "%s must be %s, not %s", te.Field, jsonKind(te.Type), te.Value)
 	case errors.As(err, &te):
-		Errorf(w, http.StatusBadRequest, CodeInvalidJSON, "the body must be %s, not %s", jsonKind(te.Type), te.Value)
+		return New(http.StatusBadRequest, CodeInvalidJSON, "the body must be %s, not %s", jsonKind(te.Type), te.Value)
 	case errors.Is(err, core.ErrInvalid):
-		Write(w, http.StatusBadRequest, CodeInvalidField, err.Error())
-	default:
-		Errorf(w, http.StatusBadRequest, CodeInvalidJSON, "malformed JSON body: %v", err)
+		return New(http.StatusBadRequest, CodeInvalidField, "%s", err.Error())
 	}
-	return false
+	return New(http.StatusBadRequest, CodeInvalidJSON, "malformed JSON body: %v", err)
 }
 
 // CheckJSON refuses (415 unsupported_media_type) a request whose body is

@@ -55,6 +55,7 @@ func TestDecodeJSON(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			w := httptest.NewRecorder()
 			r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(c.in))
+			r.Header.Set("Content-Type", "application/json")
 			var v body
 			ok := DecodeJSON(w, r, max, &v)
 			if c.status == 0 {
@@ -90,6 +91,7 @@ func FuzzDecodeJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		w := httptest.NewRecorder()
 		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(string(in)))
+		r.Header.Set("Content-Type", "application/json")
 		var got body
 		ok := DecodeJSON(w, r, 1<<16, &got)
 		var want body
@@ -106,4 +108,51 @@ func FuzzDecodeJSON(f *testing.F) {
 			t.Fatalf("refusal is not a typed JSON error: %d %q", w.Code, w.Body)
 		}
 	})
+}
+
+// TestJSONContentType: a body not declared JSON is refused with 415 before
+// it is read, so that a web page's cross-site form or text/plain POST
+// (which a browser sends without asking) cannot write to the hub.
+func TestJSONContentType(t *testing.T) {
+	for _, c := range []struct {
+		ct string
+		ok bool
+	}{
+		{"application/json", true},
+		{"application/json; charset=utf-8", true},
+		{"Application/JSON", true},
+		{"application/merge-patch+json", true},
+		{"", false},
+		{"text/plain", false},
+		{"text/plain; charset=utf-8", false},
+		{"application/x-www-form-urlencoded", false},
+		{"multipart/form-data; boundary=x", false},
+		{"application/jsonx", false},
+		{"json", false},
+	} {
+		t.Run(c.ct, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(`{"name":"x"}`))
+			if c.ct != "" {
+				r.Header.Set("Content-Type", c.ct)
+			}
+			var got struct {
+				Name string `json:"name"`
+			}
+			ok := DecodeJSON(w, r, 1<<10, &got)
+			if ok != c.ok {
+				t.Fatalf("DecodeJSON ok=%v, want %v (%d %s)", ok, c.ok, w.Code, w.Body)
+			}
+			if !ok {
+				var b Body
+				_ = json.Unmarshal(w.Body.Bytes(), &b)
+				if w.Code != http.StatusUnsupportedMediaType || b.Error != CodeUnsupportedMediaType {
+					t.Errorf("answer %d %+v, want 415 %s", w.Code, b, CodeUnsupportedMediaType)
+				}
+				if got.Name != "" {
+					t.Errorf("the body was decoded anyway: %+v", got)
+				}
+			}
+		})
+	}
 }

@@ -1,12 +1,28 @@
 // Package hub assembles a Switchboard hub: it opens the store, builds the
 // relay with its deliverers, mounts every protocol adapter and the operator
-// routes behind authentication, and runs the HTTP server and the scheduler.
+// routes behind authentication, and runs the HTTP server, the adapters'
+// background work and the scheduler.
+//
+// The hub owns every goroutine it starts. New starts none; Serve starts
+// them all in one group and joins them all before it returns, stopping in
+// this order:
+//
+//  1. stop accepting: the listener closes and the requests in flight end
+//     (their contexts are cancelled, so streams end; http.Server.Shutdown
+//     waits for them, up to ShutdownTimeout);
+//  2. drain: the adapters' and the hub's background work stops (Adapter.Run
+//     and the other workers return);
+//  3. stop the deliverers: the scheduler finishes its deliveries in
+//     flight and returns (core.Relay.Run);
+//  4. close the store.
 package hub
 
 import (
 	"cmp"
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,6 +53,7 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/store/postgres"
 	"github.com/switchboard-hub/switchboard/internal/store/sqlite"
 	"github.com/switchboard-hub/switchboard/internal/tracing"
+	"golang.org/x/sync/errgroup"
 )
 
 // Options configure a hub.
@@ -110,7 +127,45 @@ type Hub struct {
 	opt   Options
 	log   *slog.Logger
 	conns *connCounter
+	// adapters are the protocol adapters on the contract, mounted by New
+	// and run by Serve.
+	adapters []Adapter
+	// workers are the background jobs of the adapters not yet on the
+	// contract and of the hub itself, run by Serve beside the adapters.
+	workers []worker
+	// stopLegacy ends the context New gave the adapters that keep one in
+	// their options (A2A, MAMP): Serve calls it when it drains.
+	stopLegacy context.CancelFunc
+	closeOnce  sync.Once
+	closeErr   error
+	// stage, when set (tests), is told each shutdown stage as it ends.
+	stage func(string)
 }
+
+// Adapter is what the hub asks of a protocol adapter (and of the operator
+// routes): its name, its routes, and its background work. Adding a
+// protocol is a package that implements it and one line in New.
+type Adapter interface {
+	// Name names the adapter in logs ("atp").
+	Name() string
+	// Mount adds the adapter's routes to mux; the hub serves them behind
+	// authentication (core.PrincipalFrom gives each request's caller).
+	Mount(mux *http.ServeMux)
+	// Run does the adapter's background work until ctx ends, then returns
+	// (nil, or the error that stopped it early, which stops the hub). An
+	// adapter without background work returns when ctx ends.
+	Run(ctx context.Context) error
+}
+
+// worker is a background job the hub runs until its context ends.
+type worker struct {
+	name string
+	run  func(ctx context.Context)
+}
+
+// ShutdownTimeout bounds how long Serve waits for requests in flight when
+// it stops.
+const ShutdownTimeout = 10 * time.Second
 
 // ErrDevNotLoopback refuses --dev on a non-loopback address.
 var ErrDevNotLoopback = errors.New("--dev (auth off) is only allowed on a loopback address")
@@ -147,21 +202,21 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	if clock == nil {
 		clock = core.SystemClock{}
 	}
-	relay := core.NewRelay(st, clock, opt.Relay, log)
-	if err := follow(ctx, st, relay, log); err != nil {
-		st.Close()
-		return nil, err
-	}
-	policy := opt.Callbacks
-	if opt.Dev {
-		policy.AllowLoopback, policy.AllowPrivate = true, true
-	}
-	client := policy.Client(relay.Config().DeliverTimeout)
 	key, err := hubKey(ctx, st, clock)
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
+	if len(opt.Relay.IDKey) == 0 {
+		// Internal ids are keyed alike on every instance of one store.
+		opt.Relay.IDKey = deriveKey(key, "internal agent ids")
+	}
+	relay := core.NewRelay(st, clock, opt.Relay, log)
+	policy := opt.Callbacks
+	if opt.Dev {
+		policy.AllowLoopback, policy.AllowPrivate = true, true
+	}
+	client := policy.Client(relay.Config().DeliverTimeout)
 	signer := &webhook.HMACSigner{Key: key}
 	relay.SetDeliverer(core.EndpointATP, webhook.New(client, atp.Encoder{}, signer))
 	relay.SetDeliverer(core.EndpointMAMP, webhook.New(client, mamp.Encoder{Host: relay.Config().Host}, signer))
@@ -173,6 +228,18 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	h := &Hub{Relay: relay, Store: st, Mux: http.NewServeMux(), opt: opt, log: log, Outbound: client,
 		Creds: &auth.Credentials{Store: st, Clock: clock},
 		conns: &connCounter{max: connLimit(opt.MaxConns, openFileLimit()), log: log}}
+	if pg, ok := st.(*postgres.Store); ok {
+		due, receipts, err := listen(ctx, pg)
+		if err != nil {
+			st.Close()
+			return nil, err
+		}
+		h.workers = append(h.workers, worker{"store notifications", func(ctx context.Context) { follow(ctx, due, receipts, relay, log) }})
+	}
+	// The adapters that keep a context in their options get one that
+	// Serve ends when it drains.
+	legacyCtx, stopLegacy := context.WithCancel(context.WithoutCancel(ctx))
+	h.stopLegacy = stopLegacy
 	authn := &auth.Authenticator{Dev: opt.Dev, Creds: h.Creds}
 	if !opt.Dev {
 		tok, err := adminToken(opt)
@@ -186,25 +253,38 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	var issuer atp.CredentialIssuer
 	if !opt.Dev {
 		issuer = h.Creds
+		// Every protocol's deregistration ends the identity's
+		// credentials, in the core.
+		relay.SetRevoker(h.Creds)
 	}
-	atp.New(relay, atp.Options{MaxBody: opt.MaxBody, Issuer: issuer, Secrets: signer, CheckURL: policy.CheckURL}).Mount(h.Mux)
-	opsapi.New(relay, opt.Version).Mount(h.Mux)
-	mamp.New(relay, mamp.Options{MaxBody: opt.MaxBody, Issuer: issuer, Remotes: mamp.RemotesFromEnv(), Context: ctx, Logger: log, CheckURL: policy.CheckURL, Secrets: signer}).Mount(h.Mux)
-	a2a.New(relay, a2a.Options{MaxBody: opt.MaxBody, Secured: !opt.Dev, Context: ctx, Logger: log, HTTPClient: client, CheckURL: policy.CheckURL}).Mount(h.Mux)
+	// Adapters on the contract: mounted here, run by Serve.
+	h.adapters = []Adapter{
+		atp.New(relay, atp.Options{MaxBody: opt.MaxBody, Issuer: issuer, Secrets: signer, CheckURL: policy.CheckURL}),
+		opsapi.New(relay, opt.Version),
+	}
+	for _, a := range h.adapters {
+		a.Mount(h.Mux)
+	}
+	// Adapters not yet on the contract, mounted the old way.
+	mamp.New(relay, mamp.Options{MaxBody: opt.MaxBody, Issuer: issuer, Remotes: mamp.RemotesFromEnv(), Context: legacyCtx, Logger: log, CheckURL: policy.CheckURL, Secrets: signer}).Mount(h.Mux)
+	a2a.New(relay, a2a.Options{MaxBody: opt.MaxBody, Secured: !opt.Dev, Context: legacyCtx, Logger: log, HTTPClient: client, CheckURL: policy.CheckURL}).Mount(h.Mux)
 	a2aReg := a2aremote.NewRegistrar(relay, a2aremote.Options{Logger: log, Client: policy.Client(10 * time.Second)})
 	a2aReg.Mount(h.Mux)
-	go a2aReg.Run(ctx)
+	h.workers = append(h.workers, worker{"a2a remote agents", a2aReg.Run})
 	h.AMP = amp.New(&ampstore.Store{Records: st, Clock: clock})
 	ampHandler := ampapi.New(h.AMP, h.log)
 	h.Mux.Handle("GET /v4/amp", ampHandler)
 	// A tick writes the session's state: with auth on it needs a
 	// credential, like every other write.
 	h.Mux.Handle("POST /v4/tick", members(ampHandler))
-	mcpSrv := mcpadapter.New(relay, mcpadapter.Options{Version: opt.Version, Logger: log, AMP: h.AMP, MaxBody: opt.MaxBody})
+	// The operator's MCP identity is an internal id: no caller can
+	// register it ahead of the operator, and nobody can guess it.
+	mcpSrv := mcpadapter.New(relay, mcpadapter.Options{Version: opt.Version, Logger: log, AMP: h.AMP, MaxBody: opt.MaxBody,
+		HostAgentID: mcpHostID(relay, opt.Dev)})
 	mcpSrv.Mount(h.Mux)
-	go mcpSrv.Watch(ctx)
+	h.workers = append(h.workers, worker{"mcp resource updates", mcpSrv.Watch})
 	met := metrics.New(relay, metrics.WithPublic(opt.MetricsPublic))
-	go met.Run(ctx)
+	h.workers = append(h.workers, worker{"metrics", met.Run})
 	h.conns.register(met.Registry())
 	h.Mux.Handle("GET /metrics", met.Handler())
 	dash, err := dashboard.New(relay, dashboard.Options{Dev: opt.Dev, AdminToken: h.AdminToken, Routes: h.Mux})
@@ -213,7 +293,7 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 		return nil, err
 	}
 	dash.Mount(h.Mux)
-	go dash.Run(ctx)
+	h.workers = append(h.workers, worker{"dashboard samples", dash.Run})
 	// adapters: each protocol adapter mounts its routes above this marker.
 	limit := opt.RateLimit
 	if limit == 0 && !opt.Dev {
@@ -267,43 +347,57 @@ func openStore(ctx context.Context, opt Options) (core.Store, error) {
 	return nil, fmt.Errorf("store %q: unsupported store URL (use sqlite:DIR or postgres://…)", opt.StoreURL)
 }
 
-// follow wakes the relay when another hub instance on the same database
-// makes work due or ends a message (PostgreSQL LISTEN/NOTIFY).
-func follow(ctx context.Context, st core.Store, relay *core.Relay, log *slog.Logger) error {
-	pg, ok := st.(*postgres.Store)
-	if !ok {
-		return nil
+// listen subscribes to the notifications another hub instance on the same
+// PostgreSQL database sends when it makes work due or ends a message.
+func listen(ctx context.Context, pg *postgres.Store) (due, receipts <-chan string, err error) {
+	if due, err = pg.Notifier().Listen(ctx, pg.DueChannel()); err != nil {
+		return nil, nil, fmt.Errorf("listen for due work: %w", err)
 	}
-	due, err := pg.Notifier().Listen(ctx, pg.DueChannel())
-	if err != nil {
-		return fmt.Errorf("listen for due work: %w", err)
+	if receipts, err = pg.Notifier().Listen(ctx, pg.ReceiptChannel()); err != nil {
+		return nil, nil, fmt.Errorf("listen for receipts: %w", err)
 	}
-	receipts, err := pg.Notifier().Listen(ctx, pg.ReceiptChannel())
-	if err != nil {
-		return fmt.Errorf("listen for receipts: %w", err)
-	}
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
+	return due, receipts, nil
+}
+
+// follow wakes the relay on the notifications of listen until ctx ends.
+func follow(ctx context.Context, due, receipts <-chan string, relay *core.Relay, log *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-due:
+			if !ok {
+				log.Warn("due notifications ended")
 				return
-			case _, ok := <-due:
-				if !ok {
-					log.Warn("due notifications ended")
-					return
-				}
-				relay.Wake()
-			case id, ok := <-receipts:
-				if !ok {
-					return
-				}
-				if id != "" {
-					relay.NotifyReceipt(id)
-				}
+			}
+			relay.Wake()
+		case id, ok := <-receipts:
+			if !ok {
+				return
+			}
+			if id != "" {
+				relay.NotifyReceipt(id)
 			}
 		}
-	}()
-	return nil
+	}
+}
+
+// deriveKey derives a key for purpose from the hub's key.
+func deriveKey(key []byte, purpose string) []byte {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(purpose))
+	return mac.Sum(nil)
+}
+
+// mcpHostID is the id the MCP server acts as for the operator (and, in dev
+// mode, for every host): with auth on an internal id of the hub's, so that
+// no agent can register it first and receive what is meant for the
+// operator; in dev mode the familiar mcp-host.
+func mcpHostID(relay *core.Relay, dev bool) string {
+	if dev {
+		return mcpadapter.DefaultHostAgentID
+	}
+	return relay.InternalID("mcp-operator")
 }
 
 // adminToken returns the configured admin token or the one kept in the
@@ -352,44 +446,113 @@ func isLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// Serve runs the scheduler and serves HTTP on ln until ctx ends, then shuts
-// down gracefully.
+// Serve serves HTTP on ln and runs the adapters' and the hub's background
+// work and the scheduler until ctx ends (or the server or an adapter
+// fails), then stops in the order of the package doc and returns. The
+// store is closed when it returns; Close may still be called.
 func (h *Hub) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           h.Handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
+		// Requests end with ctx: streams end when the hub stops.
+		BaseContext: func(net.Listener) context.Context { return ctx },
 	}
-	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = h.Relay.Run(rctx) }()
-	errc := make(chan error, 1)
-	ln = h.conns.listener(ln)
-	go func() {
-		if h.opt.TLSCert != "" {
-			errc <- srv.ServeTLS(ln, h.opt.TLSCert, h.opt.TLSKey)
-			return
+	stage := func(s string) {
+		h.log.Debug("hub stopped", "stage", s)
+		if h.stage != nil {
+			h.stage(s)
 		}
-		errc <- srv.Serve(ln)
+	}
+	// The scheduler (the deliverers) runs until the very end: stopped
+	// last but the store.
+	deliverCtx, stopDeliver := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopDeliver()
+	deliver := make(chan error, 1)
+	go func() { deliver <- h.Relay.Run(deliverCtx) }()
+
+	// The HTTP server and the background work share a group: the first
+	// to fail stops the others.
+	g, gctx := errgroup.WithContext(ctx)
+	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
+	var work sync.WaitGroup
+	for _, a := range h.adapters {
+		work.Add(1)
+		g.Go(func() error {
+			defer work.Done()
+			if err := a.Run(workCtx); err != nil && workCtx.Err() == nil {
+				return fmt.Errorf("adapter %s: %w", a.Name(), err)
+			}
+			return nil
+		})
+	}
+	for _, w := range h.workers {
+		work.Add(1)
+		go func() { defer work.Done(); w.run(workCtx) }()
+	}
+	ln = h.conns.listener(ln)
+	served := make(chan error, 1)
+	go func() {
+		var err error
+		if h.opt.TLSCert != "" {
+			err = srv.ServeTLS(ln, h.opt.TLSCert, h.opt.TLSKey)
+		} else {
+			err = srv.Serve(ln)
+		}
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		served <- err
 	}()
 	var err error
 	select {
-	case <-ctx.Done():
-	case err = <-errc:
+	case <-gctx.Done():
+		err = context.Cause(gctx)
+		if ctx.Err() != nil {
+			err = nil // the caller's stop, not a failure
+		}
+	case err = <-served:
+		served <- err
 	}
-	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer scancel()
-	_ = srv.Shutdown(sctx)
-	cancel()
-	wg.Wait()
-	if errors.Is(err, http.ErrServerClosed) {
-		err = nil
+	// 1. Stop accepting, let the requests in flight end.
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
+	if serr := srv.Shutdown(sctx); serr != nil {
+		h.log.Warn("requests still in flight at shutdown were cut off", "err", serr)
+		_ = srv.Close()
 	}
+	scancel()
+	if serr := <-served; err == nil {
+		err = serr
+	}
+	stage("http")
+	// 2. Drain: background work ends.
+	stopWork()
+	h.stopLegacy()
+	if gerr := g.Wait(); err == nil && ctx.Err() == nil {
+		err = gerr
+	}
+	work.Wait()
+	stage("workers")
+	// 3. Stop the deliverers.
+	stopDeliver()
+	<-deliver
+	stage("deliverers")
+	// 4. Close the store.
+	if cerr := h.Close(); err == nil {
+		err = cerr
+	}
+	stage("store")
 	return err
 }
 
-// Close closes the store.
-func (h *Hub) Close() error { return h.Store.Close() }
+// Close closes the store (once; Serve does it when it returns) and ends
+// the context of the adapters that keep one.
+func (h *Hub) Close() error {
+	h.closeOnce.Do(func() {
+		h.stopLegacy()
+		h.closeErr = h.Store.Close()
+	})
+	return h.closeErr
+}

@@ -1,16 +1,17 @@
 // Package opsapi serves the operator routes: health and readiness, the live
 // event stream that `switchboard tail` and the dashboard read, and the dead
-// letter queue.
+// letter queue. It calls only the relay's operations, which decide who may
+// use them (the operator).
 package opsapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
-	"github.com/switchboard-hub/switchboard/internal/auth"
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/httperr"
 )
@@ -24,44 +25,54 @@ type Server struct {
 // New returns the operator routes for relay.
 func New(relay *core.Relay, version string) *Server { return &Server{relay: relay, version: version} }
 
-// Mount adds the routes to mux.
-func (s *Server) Mount(mux *http.ServeMux) {
-	mux.HandleFunc("GET /healthz", s.healthz)
-	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.HandleFunc("GET /v1/events", s.events)
-	mux.HandleFunc("GET /v1/dlq", s.dlq)
-	mux.HandleFunc("POST /v1/dlq/{id}/replay", s.replay)
+// Name is the adapter's name (the hub's adapter contract).
+func (s *Server) Name() string { return "ops" }
+
+// Run has no background work; it returns when ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	<-ctx.Done()
+	return nil
 }
 
-func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+// Mount adds the routes to mux.
+func (s *Server) Mount(mux *http.ServeMux) {
+	mux.HandleFunc("GET /healthz", httperr.Handle(s.healthz))
+	mux.HandleFunc("GET /readyz", httperr.Handle(s.readyz))
+	mux.HandleFunc("GET /v1/events", httperr.Handle(s.events))
+	mux.HandleFunc("GET /v1/dlq", httperr.Handle(s.dlq))
+	mux.HandleFunc("POST /v1/dlq/{id}/replay", httperr.Handle(s.replay))
+}
+
+func caller(r *http.Request) core.Principal { return core.PrincipalFrom(r.Context()) }
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 	httperr.JSON(w, http.StatusOK, map[string]any{"status": "ok", "version": s.version})
+	return nil
 }
 
 // readyz answers 200 only when the store answers.
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	if err := s.relay.Store().Ping(r.Context()); err != nil {
-		httperr.Write(w, http.StatusServiceUnavailable, httperr.CodeUnavailable, "store not ready: "+err.Error())
-		return
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
+	if err := s.relay.Ping(r.Context()); err != nil {
+		return httperr.New(http.StatusServiceUnavailable, httperr.CodeUnavailable, "store not ready: %v", err)
 	}
 	httperr.JSON(w, http.StatusOK, map[string]any{"status": "ready"})
+	return nil
 }
 
 // events streams relay events as server-sent events. Filters: agent (as
 // sender or receiver), type, conversation_id.
-func (s *Server) events(w http.ResponseWriter, r *http.Request) {
-	if err := auth.Admin(r.Context()); err != nil {
-		httperr.From(w, err)
-		return
+func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
+	ch, cancel, err := s.relay.Tail(caller(r), 1024)
+	if err != nil {
+		return err
 	}
+	defer cancel()
 	fl, ok := w.(http.Flusher)
 	if !ok {
-		httperr.Write(w, http.StatusInternalServerError, httperr.CodeInternal, "streaming unsupported")
-		return
+		return fmt.Errorf("streaming unsupported by the response writer")
 	}
 	q := r.URL.Query()
 	agent, typ, conv := q.Get("agent"), q.Get("type"), q.Get("conversation_id")
-	ch, cancel := s.relay.Events().Subscribe(1024)
-	defer cancel()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no")
@@ -73,7 +84,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	for {
 		select {
 		case <-r.Context().Done():
-			return
+			return nil
 		case <-keep.C:
 			fmt.Fprint(w, ": keep-alive\n\n")
 			fl.Flush()
@@ -94,49 +105,43 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *Server) dlq(w http.ResponseWriter, r *http.Request) {
-	if err := auth.Admin(r.Context()); err != nil {
-		httperr.From(w, err)
-		return
-	}
+func (s *Server) dlq(w http.ResponseWriter, r *http.Request) error {
 	f := core.DeadLetterFilter{Receiver: r.URL.Query().Get("receiver"), Limit: 100}
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 || n > 10000 {
-			httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidField, "limit must be 1..10000")
-			return
+			return httperr.New(http.StatusBadRequest, httperr.CodeInvalidField, "limit must be 1..10000")
 		}
 		f.Limit = n
 	}
-	list, err := s.relay.Store().DeadLetters(r.Context(), f)
+	list, err := s.relay.DeadLetters(r.Context(), caller(r), f)
 	if err != nil {
-		httperr.From(w, err)
-		return
+		return err
 	}
 	if list == nil {
 		list = []*core.Receipt{}
 	}
 	httperr.JSON(w, http.StatusOK, map[string]any{"dead_letters": list})
+	return nil
 }
 
-func (s *Server) replay(w http.ResponseWriter, r *http.Request) {
-	if err := auth.Admin(r.Context()); err != nil {
-		httperr.From(w, err)
-		return
+func (s *Server) replay(w http.ResponseWriter, r *http.Request) error {
+	p := caller(r)
+	if err := core.Authorize(p, core.OpOperator, core.RelNone); err != nil {
+		return err // before the query is looked at: nothing for non-operators
 	}
 	var ttl time.Duration
 	if v := r.URL.Query().Get("ttl_ms"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n <= 0 {
-			httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidField, "ttl_ms must be a positive integer")
-			return
+			return httperr.New(http.StatusBadRequest, httperr.CodeInvalidField, "ttl_ms must be a positive integer")
 		}
 		ttl = time.Duration(n) * time.Millisecond
 	}
-	rc, err := s.relay.Replay(r.Context(), r.PathValue("id"), ttl)
+	rc, err := s.relay.ReplayAs(r.Context(), p, r.PathValue("id"), ttl)
 	if err != nil {
-		httperr.From(w, err)
-		return
+		return err
 	}
 	httperr.JSON(w, http.StatusOK, rc)
+	return nil
 }

@@ -3,8 +3,6 @@ package a2a
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -299,16 +297,16 @@ type pushHeaders struct {
 }
 
 // pushAgentID is the id of the hidden agent that stands for a push
-// config's URL.
-func pushAgentID(c pushRecord) string {
-	sum := sha256.Sum256([]byte(string(c.Config.TaskID) + "\x00" + c.Config.ID + "\x00" + c.Config.URL))
-	return "a2a-push." + hex.EncodeToString(sum[:12])
+// config's URL: an internal id of the relay's (reserved to the hub, keyed,
+// hidden from listings).
+func (s *Server) pushAgentID(c pushRecord) string {
+	return s.relay.InternalID("a2a-push", string(c.Config.TaskID), c.Config.ID, c.Config.URL)
 }
 
 // pushAgent registers (or refreshes) the hidden agent for a push config and
 // returns its id.
 func (s *Server) pushAgent(ctx context.Context, c pushRecord) (string, error) {
-	id := pushAgentID(c)
+	id := s.pushAgentID(c)
 	h := pushHeaders{Token: c.Config.Token}
 	if a := c.Config.Auth; a != nil {
 		h.Scheme, h.Credentials = a.Scheme, a.Credentials

@@ -99,7 +99,7 @@ func (s *Server) deleteTask(ctx context.Context, task string) error {
 	for _, rec := range cs {
 		var p pushRecord
 		if json.Unmarshal(rec.Data, &p) == nil && p.Config != nil {
-			if err := s.relay.Deregister(ctx, pushAgentID(p)); err != nil && !errors.Is(err, core.ErrNotFound) {
+			if err := s.relay.Deregister(ctx, s.pushAgentID(p)); err != nil && !errors.Is(err, core.ErrNotFound) {
 				return fmt.Errorf("a2a: remove push agent of %s: %w", task, err)
 			}
 		}

@@ -14,7 +14,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/switchboard-hub/switchboard/internal/auth"
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/httperr"
 	"github.com/switchboard-hub/switchboard/internal/ssrf"
@@ -59,20 +58,44 @@ func New(relay *core.Relay, opt Options) *Server {
 	return &Server{relay: relay, opt: opt}
 }
 
-// Mount adds the routes to mux.
+// Name is the adapter's name (the hub's adapter contract).
+func (s *Server) Name() string { return "atp" }
+
+// Mount adds the routes to mux. Each handler returns its error, answered
+// in one place (httperr.Handle, which maps core error kinds to HTTP).
 func (s *Server) Mount(mux *http.ServeMux) {
-	mux.HandleFunc("POST /atp/register", s.register)
-	mux.HandleFunc("POST /atp/heartbeat", s.heartbeat)
-	mux.HandleFunc("POST /atp/deregister", s.deregister)
-	mux.HandleFunc("DELETE /atp/agents/{id}", s.deregister)
-	mux.HandleFunc("GET /atp/agents", s.agents)
-	mux.HandleFunc("GET /atp/agents/{id}", s.agent)
-	mux.HandleFunc("POST /atp/send", s.send)
-	mux.HandleFunc("GET /atp/receipts/{id}", s.receipt)
-	mux.HandleFunc("GET /atp/results/{id}", s.results)
-	mux.HandleFunc("GET /atp/pending/{id}", s.pending)
-	mux.HandleFunc("POST /atp/ack", s.ack)
-	mux.HandleFunc("GET /atp/stream/{id}", s.stream)
+	h := func(pattern string, fn httperr.HandlerFunc) { mux.HandleFunc(pattern, httperr.Handle(fn)) }
+	h("POST /atp/register", s.register)
+	h("POST /atp/heartbeat", s.heartbeat)
+	h("POST /atp/deregister", s.deregister)
+	h("DELETE /atp/agents/{id}", s.deregister)
+	h("GET /atp/agents", s.agents)
+	h("GET /atp/agents/{id}", s.agent)
+	h("POST /atp/send", s.send)
+	h("GET /atp/receipts/{id}", s.receipt)
+	h("GET /atp/results/{id}", s.results)
+	h("GET /atp/pending/{id}", s.pending)
+	h("POST /atp/ack", s.ack)
+	h("GET /atp/stream/{id}", s.stream)
+}
+
+// Run has no background work: ATP's streams end with their requests. It
+// returns when ctx ends (the hub's adapter contract).
+func (s *Server) Run(ctx context.Context) error {
+	<-ctx.Done()
+	return nil
+}
+
+// caller is the principal of r (authenticated by the hub's middleware).
+func caller(r *http.Request) core.Principal { return core.PrincipalFrom(r.Context()) }
+
+// decode reads r's JSON body into v (httperr.ReadJSON).
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
+	return httperr.ReadJSON(w, r, s.opt.MaxBody, v)
+}
+
+func bad(code, format string, args ...any) error {
+	return httperr.New(http.StatusBadRequest, code, format, args...)
 }
 
 // RegisterRequest is the body of POST /atp/register.
@@ -102,33 +125,29 @@ type RegisterResponse struct {
 	SigningSecret string `json:"signing_secret,omitempty"`
 }
 
-func (s *Server) register(w http.ResponseWriter, r *http.Request) {
+func (s *Server) register(w http.ResponseWriter, r *http.Request) error {
 	var req RegisterRequest
-	if !httperr.DecodeJSON(w, r, s.opt.MaxBody, &req) {
-		return
+	if err := s.decode(w, r, &req); err != nil {
+		return err
 	}
 	if req.AgentID == "" {
-		httperr.Write(w, http.StatusBadRequest, httperr.CodeMissingField, "agent_id is required")
-		return
+		return bad(httperr.CodeMissingField, "agent_id is required")
 	}
 	if !core.ValidAgentID(req.AgentID) {
-		httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidField, "agent_id must be 1-128 characters of letters, digits and ._:@-, starting with a letter or digit")
-		return
+		return bad(httperr.CodeInvalidField, "agent_id must be 1-128 characters of letters, digits and ._:@-, starting with a letter or digit")
 	}
-	lease, ok := s.lease(w, req.LeaseSeconds)
-	if !ok {
-		return
+	lease, err := s.lease(req.LeaseSeconds)
+	if err != nil {
+		return err
 	}
 	ep := core.Endpoint{Kind: core.EndpointPull}
 	if req.CallbackURL != "" {
 		if err := ssrf.CheckForm("callback_url", req.CallbackURL); err != nil {
-			httperr.Write(w, http.StatusBadRequest, "invalid_callback_url", err.Error())
-			return
+			return bad("invalid_callback_url", "%s", err.Error())
 		}
 		if s.opt.CheckURL != nil {
 			if err := s.opt.CheckURL(req.CallbackURL); err != nil {
-				httperr.Write(w, http.StatusBadRequest, "callback_url_forbidden", "callback_url: "+err.Error())
-				return
+				return bad("callback_url_forbidden", "callback_url: %s", err.Error())
 			}
 		}
 		ep = core.Endpoint{Kind: core.EndpointATP, URL: req.CallbackURL}
@@ -139,36 +158,29 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 			ep = core.Endpoint{Kind: core.EndpointPull}
 		}
 		if req.Delivery == "push" && req.CallbackURL == "" {
-			httperr.Write(w, http.StatusBadRequest, httperr.CodeMissingField, `callback_url is required with delivery "push"`)
-			return
+			return bad(httperr.CodeMissingField, `callback_url is required with delivery "push"`)
 		}
 	case "stream":
 		ep = core.Endpoint{Kind: core.EndpointStream}
 	default:
-		httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidField, `delivery must be "push", "pull" or "stream"`)
-		return
+		return bad(httperr.CodeInvalidField, `delivery must be "push", "pull" or "stream"`)
 	}
 	a := &core.Agent{ID: req.AgentID, Capabilities: nonNil(req.Capabilities), Endpoint: ep, Protocol: "atp"}
 	if req.Card != nil {
 		a.Card = *req.Card
 	}
-	if err := s.checkIdentity(r.Context(), req.AgentID); err != nil {
-		httperr.From(w, err)
-		return
-	}
-	queued, created, err := s.relay.Register(r.Context(), a, lease)
+	p := caller(r)
+	queued, created, err := s.relay.RegisterAs(r.Context(), p, a, lease)
 	if err != nil {
-		httperr.From(w, err)
-		return
+		return err
 	}
 	var token string
 	if created && s.opt.Issuer != nil {
 		if token, err = s.opt.Issuer.Issue(r.Context(), a.ID); err != nil {
 			// Without its credential nobody could register the id again:
 			// undo the registration (best effort; the answer is the error).
-			_ = s.relay.Deregister(context.WithoutCancel(r.Context()), a.ID)
-			httperr.From(w, err)
-			return
+			_ = s.relay.DeregisterAs(context.WithoutCancel(r.Context()), core.InternalPrincipal("atp"), a.ID)
+			return err
 		}
 	}
 	out := RegisterResponse{OK: true, AgentID: a.ID, URI: s.relay.URI(a.ID),
@@ -177,16 +189,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		out.SigningSecret = s.opt.Secrets.SecretFor(a.ID)
 	}
 	httperr.JSON(w, http.StatusOK, out)
-}
-
-// checkIdentity checks that the caller may register agentID (see
-// auth.MayRegister).
-func (s *Server) checkIdentity(ctx context.Context, agentID string) error {
-	_, err := s.relay.Store().GetAgent(ctx, agentID)
-	if err != nil && !errors.Is(err, core.ErrNotFound) {
-		return err
-	}
-	return auth.MayRegister(ctx, err == nil, agentID)
+	return nil
 }
 
 func nonNil(s []string) []string {
@@ -202,73 +205,55 @@ type heartbeatRequest struct {
 }
 
 // lease reads lease_seconds: 0 (or absent) for the relay's default, else 1
-// up to the relay's longest lease. It writes the error answer itself.
-func (s *Server) lease(w http.ResponseWriter, n int) (time.Duration, bool) {
+// up to the relay's longest lease.
+func (s *Server) lease(n int) (time.Duration, error) {
 	longest := int(s.relay.Config().MaxLease / time.Second)
 	if n < 0 || n > longest {
-		httperr.Errorf(w, http.StatusBadRequest, httperr.CodeInvalidField, "lease_seconds must be between 1 and %d (0 or absent: the default)", longest)
-		return 0, false
+		return 0, bad(httperr.CodeInvalidField, "lease_seconds must be between 1 and %d (0 or absent: the default)", longest)
 	}
-	return time.Duration(n) * time.Second, true
+	return time.Duration(n) * time.Second, nil
 }
 
-func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	var req heartbeatRequest
-	if !httperr.DecodeJSON(w, r, s.opt.MaxBody, &req) {
-		return
+	if err := s.decode(w, r, &req); err != nil {
+		return err
 	}
 	if req.AgentID == "" {
-		httperr.Write(w, http.StatusBadRequest, httperr.CodeMissingField, "agent_id is required")
-		return
+		return bad(httperr.CodeMissingField, "agent_id is required")
 	}
-	if err := auth.ActAs(r.Context(), req.AgentID); err != nil {
-		httperr.From(w, err)
-		return
-	}
-	lease, ok := s.lease(w, req.LeaseSeconds)
-	if !ok {
-		return
-	}
-	a, queued, err := s.relay.Heartbeat(r.Context(), req.AgentID, lease)
+	lease, err := s.lease(req.LeaseSeconds)
 	if err != nil {
-		httperr.From(w, err)
-		return
+		return err
+	}
+	a, queued, err := s.relay.HeartbeatAs(r.Context(), caller(r), req.AgentID, lease)
+	if err != nil {
+		return err
 	}
 	httperr.JSON(w, http.StatusOK, map[string]any{"ok": true, "agent_id": a.ID, "lease_seconds": a.LeaseSeconds,
 		"expires_at": unixSeconds(a.ExpiresAt), "queued": queued})
+	return nil
 }
 
-func (s *Server) deregister(w http.ResponseWriter, r *http.Request) {
+// deregister ends the agent's identity (core.Relay.DeregisterAs): its
+// credentials are revoked, its queued mail ends as dead letters.
+func (s *Server) deregister(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	if id == "" {
 		var req heartbeatRequest
-		if !httperr.DecodeJSON(w, r, s.opt.MaxBody, &req) {
-			return
+		if err := s.decode(w, r, &req); err != nil {
+			return err
 		}
 		id = req.AgentID
 	}
 	if id == "" {
-		httperr.Write(w, http.StatusBadRequest, httperr.CodeMissingField, "agent_id is required")
-		return
+		return bad(httperr.CodeMissingField, "agent_id is required")
 	}
-	if err := auth.ActAs(r.Context(), id); err != nil {
-		httperr.From(w, err)
-		return
-	}
-	if err := s.relay.Deregister(r.Context(), id); err != nil {
-		httperr.From(w, err)
-		return
-	}
-	if rv, ok := s.opt.Issuer.(interface {
-		Revoke(ctx context.Context, agentID string) error
-	}); ok {
-		// The id is free again: its old credentials must not come back.
-		if err := rv.Revoke(r.Context(), id); err != nil {
-			httperr.From(w, err)
-			return
-		}
+	if err := s.relay.DeregisterAs(r.Context(), caller(r), id); err != nil {
+		return err
 	}
 	httperr.JSON(w, http.StatusOK, map[string]any{"ok": true, "agent_id": id})
+	return nil
 }
 
 // AgentView is an agent as GET /atp/agents shows it.
@@ -299,11 +284,7 @@ func unixSeconds(t time.Time) float64 {
 }
 
 // agents answers the tutorial's shape: an object keyed by agent id.
-func (s *Server) agents(w http.ResponseWriter, r *http.Request) {
-	if err := auth.Member(r.Context()); err != nil {
-		httperr.From(w, err)
-		return
-	}
+func (s *Server) agents(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	f := core.AgentFilter{Capability: q.Get("capability")}
 	now := s.relay.Clock().Now()
@@ -313,34 +294,29 @@ func (s *Server) agents(w http.ResponseWriter, r *http.Request) {
 	if l := q.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 0 {
-			httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidField, "limit must be a non-negative integer")
-			return
+			return bad(httperr.CodeInvalidField, "limit must be a non-negative integer")
 		}
 		f.Limit = n
 	}
-	list, err := s.relay.Store().ListAgents(r.Context(), f)
+	list, err := s.relay.ListAgents(r.Context(), caller(r), f)
 	if err != nil {
-		httperr.From(w, err)
-		return
+		return err
 	}
 	out := make(map[string]AgentView, len(list))
 	for _, a := range list {
 		out[a.ID] = s.view(a, now)
 	}
 	httperr.JSON(w, http.StatusOK, out)
+	return nil
 }
 
-func (s *Server) agent(w http.ResponseWriter, r *http.Request) {
-	if err := auth.Member(r.Context()); err != nil {
-		httperr.From(w, err)
-		return
-	}
-	a, err := s.relay.Store().GetAgent(r.Context(), r.PathValue("id"))
+func (s *Server) agent(w http.ResponseWriter, r *http.Request) error {
+	a, err := s.relay.LookupAgent(r.Context(), caller(r), r.PathValue("id"))
 	if err != nil {
-		httperr.From(w, err)
-		return
+		return err
 	}
 	httperr.JSON(w, http.StatusOK, s.view(a, s.relay.Clock().Now()))
+	return nil
 }
 
 // SendResponse is the answer to POST /atp/send.
@@ -351,78 +327,61 @@ type SendResponse struct {
 	Duplicate bool            `json:"duplicate,omitempty"`
 }
 
-func (s *Server) send(w http.ResponseWriter, r *http.Request) {
+func (s *Server) send(w http.ResponseWriter, r *http.Request) error {
 	var env Envelope
-	if !httperr.DecodeJSON(w, r, s.opt.MaxBody, &env) {
-		return
+	if err := s.decode(w, r, &env); err != nil {
+		return err
 	}
 	// Every check before the message is stored: a refused send stores
 	// nothing.
-	wait, ok := s.waitParam(w, r)
-	if !ok {
-		return
+	wait, err := s.waitParam(r)
+	if err != nil {
+		return err
 	}
 	m, status, code, msg := s.toMessage(&env)
 	if m == nil {
-		httperr.Write(w, status, code, msg)
-		return
-	}
-	if err := auth.ActAs(r.Context(), m.Sender); err != nil {
-		httperr.From(w, err)
-		return
-	}
-	if err := s.checkAccess(r.Context(), m); err != nil {
-		httperr.From(w, err)
-		return
+		return httperr.New(status, code, "%s", msg)
 	}
 	m.TraceParent = r.Header.Get("Traceparent") // canonical key: Get need not allocate one
-	res, err := s.relay.Send(r.Context(), m)
+	p := caller(r)
+	res, err := s.relay.SendAs(r.Context(), p, m)
 	if err != nil {
 		if errors.Is(err, core.ErrUnknownReceiver) {
 			httperr.JSON(w, http.StatusNotFound, map[string]any{"error": httperr.CodeUnknownReceiver, "message": err.Error(),
 				"status_code": http.StatusNotFound, "status": core.StatusUnreachable, "message_id": m.ID, "receipt": nil})
-			return
+			return nil
 		}
-		httperr.From(w, err)
-		return
+		return err
 	}
 	rc := res.Receipt
 	if wait > 0 && !rc.Status.Terminal() {
 		ctx, cancel := context.WithTimeout(r.Context(), wait)
-		if got, err := s.relay.WaitReceipt(ctx, m.ID); err == nil {
+		if got, err := s.relay.WaitReceiptFor(ctx, p, m.ID); err == nil {
 			rc = *got
 		}
 		cancel()
 	}
 	httperr.JSON(w, http.StatusOK, SendResponse{Status: rc.Status, MessageID: m.ID, Receipt: replyOrNull(rc), Duplicate: res.Duplicate})
-}
-
-func (s *Server) checkAccess(ctx context.Context, m *core.Message) error {
-	recv, err := s.relay.Agent(ctx, m.Receiver)
-	if err != nil {
-		return nil // unknown receivers are answered by Send
-	}
-	return core.CheckAccess(recv, s.relay.URI(m.Sender), auth.From(ctx).Authenticated())
+	return nil
 }
 
 // waitParam reads ?wait_ms=, bounded by MaxWait.
-func (s *Server) waitParam(w http.ResponseWriter, r *http.Request) (time.Duration, bool) {
+func (s *Server) waitParam(r *http.Request) (time.Duration, error) {
 	if r.URL.RawQuery == "" {
-		return 0, true // the usual send: no query to parse
+		return 0, nil // the usual send: no query to parse
 	}
 	v := r.URL.Query().Get("wait_ms")
 	if v == "" {
-		return 0, true
+		return 0, nil
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 {
-		httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidField, "wait_ms must be a non-negative integer")
-		return 0, false
+		return 0, bad(httperr.CodeInvalidField, "wait_ms must be a non-negative integer")
 	}
 	if n > s.opt.MaxWait.Milliseconds() {
-		return s.opt.MaxWait, true // before multiplying: a huge n must not wrap
+		return s.opt.MaxWait, nil // before multiplying: a huge n must not wrap
 	}
-	return time.Duration(n) * time.Millisecond, true
+	return time.Duration(n) * time.Millisecond, nil
 }
 
 func replyOrNull(rc core.Receipt) json.RawMessage {
@@ -521,94 +480,63 @@ type ReceiptView struct {
 	History     []core.ReceiptEvent `json:"history"`
 }
 
-func (s *Server) receipt(w http.ResponseWriter, r *http.Request) {
-	rc, err := s.relay.Receipt(r.Context(), r.PathValue("id"))
+// receipt answers a message's receipt to its sender or receiver (or the
+// operator); to anyone else it is not found, as an unknown id is.
+func (s *Server) receipt(w http.ResponseWriter, r *http.Request) error {
+	rc, err := s.relay.ReceiptFor(r.Context(), caller(r), r.PathValue("id"))
 	if err != nil {
-		httperr.From(w, err)
-		return
-	}
-	if err := s.canRead(r.Context(), rc); err != nil {
-		httperr.From(w, err)
-		return
+		return err
 	}
 	httperr.JSON(w, http.StatusOK, ReceiptView{MessageID: rc.MessageID, Status: rc.Status, Receipt: replyOrNull(*rc),
 		Sender: rc.Sender, Receiver: rc.Receiver, Attempts: rc.Attempts, Code: rc.Code, LastError: rc.LastError,
 		NextAttempt: unixSeconds(rc.NextAttempt), ExpiresAt: unixSeconds(rc.ExpiresAt), History: rc.History})
+	return nil
 }
 
-// canRead lets the sender, the receiver or the operator see a receipt.
-func (s *Server) canRead(ctx context.Context, rc *core.Receipt) error {
-	if auth.ActAs(ctx, rc.Sender) == nil {
-		return nil
-	}
-	return auth.ActAs(ctx, rc.Receiver)
-}
-
-func (s *Server) results(w http.ResponseWriter, r *http.Request) {
+func (s *Server) results(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	rc, err := s.relay.Receipt(r.Context(), id)
+	wait, err := s.waitParam(r)
 	if err != nil {
-		httperr.From(w, err)
-		return
+		return err
 	}
-	if err := s.canRead(r.Context(), rc); err != nil {
-		httperr.From(w, err)
-		return
-	}
-	wait, ok := s.waitParam(w, r)
-	if !ok {
-		return
-	}
-	if wait > 0 {
-		ctx, cancel := context.WithTimeout(r.Context(), wait)
-		_, _ = s.relay.WaitResult(ctx, id)
-		cancel()
-	}
-	ms, err := s.relay.Store().Results(r.Context(), id, 100)
+	ms, err := s.relay.ResultsFor(r.Context(), caller(r), id, wait, 100)
 	if err != nil {
-		httperr.From(w, err)
-		return
+		return err
 	}
 	out, err := envelopes(ms)
 	if err != nil {
-		httperr.From(w, err)
-		return
+		return err
 	}
 	httperr.JSON(w, http.StatusOK, map[string]any{"message_id": id, "results": out})
+	return nil
 }
 
-func (s *Server) pending(w http.ResponseWriter, r *http.Request) {
+func (s *Server) pending(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	if err := auth.ActAs(r.Context(), id); err != nil {
-		httperr.From(w, err)
-		return
-	}
 	q := r.URL.Query()
 	limit := 100
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 || n > 1000 {
-			httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidField, "limit must be 1..1000")
-			return
+			return bad(httperr.CodeInvalidField, "limit must be 1..1000")
 		}
 		limit = n
 	}
 	manual := q.Get("ack") == "manual"
-	vis, ok := visibility(w, r, 0)
-	if !ok {
-		return
-	}
-	ms, err := s.relay.Pull(r.Context(), id, limit, vis, !manual)
+	vis, err := visibility(r, 0)
 	if err != nil {
-		httperr.From(w, err)
-		return
+		return err
+	}
+	ms, err := s.relay.PullAs(r.Context(), caller(r), id, limit, vis, !manual)
+	if err != nil {
+		return err
 	}
 	out, err := envelopes(ms)
 	if err != nil {
-		httperr.From(w, err)
-		return
+		return err
 	}
 	httperr.JSON(w, http.StatusOK, map[string]any{"agent_id": id, "messages": out})
+	return nil
 }
 
 // envelopes renders core messages as ATP envelopes.
@@ -624,19 +552,18 @@ func envelopes(ms []*core.Message) ([]*Envelope, error) {
 	return out, nil
 }
 
-// visibility reads ?visibility_ms= (def when absent), writing the error
-// answer itself and returning false when it is not a positive integer.
-func visibility(w http.ResponseWriter, r *http.Request, def time.Duration) (time.Duration, bool) {
+// visibility reads ?visibility_ms= (def when absent); it must be a
+// positive integer.
+func visibility(r *http.Request, def time.Duration) (time.Duration, error) {
 	v := r.URL.Query().Get("visibility_ms")
 	if v == "" {
-		return def, true
+		return def, nil
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n <= 0 || n > maxVisibility.Milliseconds() {
-		httperr.Errorf(w, http.StatusBadRequest, httperr.CodeInvalidField, "visibility_ms must be an integer from 1 to %d", maxVisibility.Milliseconds())
-		return 0, false
+		return 0, bad(httperr.CodeInvalidField, "visibility_ms must be an integer from 1 to %d", maxVisibility.Milliseconds())
 	}
-	return time.Duration(n) * time.Millisecond, true
+	return time.Duration(n) * time.Millisecond, nil
 }
 
 // maxVisibility is the longest a pulled message may stay leased before it
@@ -648,33 +575,23 @@ type ackRequest struct {
 	MessageIDs []string `json:"message_ids"`
 }
 
-func (s *Server) ack(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ack(w http.ResponseWriter, r *http.Request) error {
 	var req ackRequest
-	if !httperr.DecodeJSON(w, r, s.opt.MaxBody, &req) {
-		return
+	if err := s.decode(w, r, &req); err != nil {
+		return err
 	}
 	if req.AgentID == "" {
-		httperr.Write(w, http.StatusBadRequest, httperr.CodeMissingField, "agent_id is required")
-		return
+		return bad(httperr.CodeMissingField, "agent_id is required")
 	}
 	if req.MessageIDs == nil {
-		httperr.Write(w, http.StatusBadRequest, httperr.CodeMissingField, "message_ids is required")
-		return
+		return bad(httperr.CodeMissingField, "message_ids is required")
 	}
-	if err := auth.ActAs(r.Context(), req.AgentID); err != nil {
-		httperr.From(w, err)
-		return
-	}
-	if _, err := s.relay.Agent(r.Context(), req.AgentID); err != nil {
-		httperr.From(w, fmt.Errorf("agent %q: %w", req.AgentID, err))
-		return
-	}
-	n, err := s.relay.Ack(r.Context(), req.AgentID, req.MessageIDs)
+	n, err := s.relay.AckAs(r.Context(), caller(r), req.AgentID, req.MessageIDs)
 	if err != nil {
-		httperr.From(w, err)
-		return
+		return err
 	}
 	httperr.JSON(w, http.StatusOK, map[string]any{"ok": true, "acked": n})
+	return nil
 }
 
 // pullBatch is how many messages a stream takes from the queue at a time.
@@ -691,24 +608,19 @@ const pullBatch = 100
 // streamPollMax is how far apart an idle stream's pulls get.
 const streamPollMax = 5 * time.Second
 
-func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
+func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	if err := auth.ActAs(r.Context(), id); err != nil {
-		httperr.From(w, err)
-		return
+	p := caller(r)
+	if err := s.relay.QueueAccess(r.Context(), p, id); err != nil {
+		return err
 	}
-	if _, err := s.relay.Agent(r.Context(), id); err != nil {
-		httperr.From(w, err)
-		return
-	}
-	vis, ok := visibility(w, r, 30*time.Second)
-	if !ok {
-		return
+	vis, err := visibility(r, 30*time.Second)
+	if err != nil {
+		return err
 	}
 	fl, ok := w.(http.Flusher)
 	if !ok {
-		httperr.Write(w, http.StatusInternalServerError, httperr.CodeInternal, "streaming unsupported")
-		return
+		return fmt.Errorf("streaming unsupported by the response writer")
 	}
 	feed := s.relay.Attach(id, vis)
 	defer s.relay.Detach(feed)
@@ -738,13 +650,15 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-feed.Ended():
 			replaced()
-			return
+			return nil
 		default:
 		}
 		due := s.relay.Due(id) // before pulling, so no wake-up is missed
-		ms, err := s.relay.Pull(ctx, id, pullBatch, vis, false)
+		ms, err := s.relay.PullAs(ctx, p, id, pullBatch, vis, false)
 		if err != nil {
-			return
+			// The answer has begun: the stream just ends (its identity
+			// ended, say, or the hub is stopping).
+			return nil
 		}
 		full := len(ms) == pullBatch
 		if len(ms) > 0 {
@@ -764,10 +678,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		for {
 			select {
 			case <-ctx.Done():
-				return
+				return nil
 			case <-feed.Ended():
 				replaced()
-				return
+				return nil
 			case <-feed.Ready():
 				writeEvents(w, fl, feed.Take())
 			case <-due:

@@ -39,6 +39,9 @@ func call(t *testing.T, method, url, token string, body any) resp {
 		rd = bytes.NewReader(j)
 	}
 	req, _ := http.NewRequest(method, url, rd)
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}

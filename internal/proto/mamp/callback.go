@@ -39,8 +39,11 @@ type callbackRecord struct {
 }
 
 // CallbackAgentID is the id of the agent that receives the answers to
-// message id at its callback_url.
-func CallbackAgentID(messageID string) string { return "mamp-cb." + hash(messageID)[:32] }
+// message id at its callback_url: an internal id of relay's (reserved to
+// the hub, keyed, hidden from listings).
+func CallbackAgentID(relay *core.Relay, messageID string) string {
+	return relay.InternalID("mamp-cb", messageID)
+}
 
 // callbackCopyID is the id of the copy of answer id pushed to a callback.
 func callbackCopyID(answerID string) string { return "cb-" + hash(answerID)[:40] }
@@ -66,7 +69,7 @@ func (s *Server) openCallback(ctx context.Context, m *core.Message, url string) 
 // agent (the copies sent to it expired with the callback: their TTL ends
 // at its ExpiresAt), so the agent table does not keep one per message.
 func (s *Server) closeCallback(ctx context.Context, id string) {
-	if err := s.relay.Deregister(ctx, CallbackAgentID(id)); err != nil && !errors.Is(err, core.ErrNotFound) {
+	if err := s.relay.Deregister(ctx, CallbackAgentID(s.relay, id)); err != nil && !errors.Is(err, core.ErrNotFound) {
 		s.log.Warn("drop callback agent", "message", id, "err", err)
 	}
 	if err := s.relay.Store().DeleteRecord(ctx, callbackKind, id); err != nil && !errors.Is(err, core.ErrNotFound) {
@@ -188,7 +191,7 @@ func (s *Server) forward(ctx context.Context, id string, cb *callbackRecord, a *
 	if lease < time.Second {
 		lease = time.Second
 	}
-	agent := &core.Agent{ID: CallbackAgentID(id), Card: core.Card{Name: "callback for message " + id, Description: "receives answers at the message's callback_url"},
+	agent := &core.Agent{ID: CallbackAgentID(s.relay, id), Card: core.Card{Name: "callback for message " + id, Description: "receives answers at the message's callback_url"},
 		Capabilities: []string{}, Endpoint: core.Endpoint{Kind: core.EndpointMAMP, URL: cb.URL}, Protocol: "mamp"}
 	if _, _, err := s.relay.Register(ctx, agent, lease); err != nil {
 		return fmt.Errorf("register callback agent: %w", err)

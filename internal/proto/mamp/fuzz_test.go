@@ -3,8 +3,9 @@ package mamp
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/switchboard-hub/switchboard/internal/ssrf"
 	"testing"
+
+	"github.com/switchboard-hub/switchboard/internal/ssrf"
 
 	"github.com/switchboard-hub/switchboard/internal/core"
 )

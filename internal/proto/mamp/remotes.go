@@ -4,10 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/switchboard-hub/switchboard/internal/ssrf"
 	"net/http"
 	"os"
 	"strings"
+
+	"github.com/switchboard-hub/switchboard/internal/ssrf"
 
 	"github.com/switchboard-hub/switchboard/internal/auth"
 	"github.com/switchboard-hub/switchboard/internal/core"

@@ -42,7 +42,7 @@ func TestSweepsGoRoundEveryCallback(t *testing.T) {
 	put("z-expired", cb(now.Add(-time.Minute)), now.Add(-time.Hour))
 	// The expired callback's agent (registered when an answer was
 	// forwarded) goes with it.
-	if _, _, err := relay.Register(ctx, &core.Agent{ID: CallbackAgentID("z-expired"), Endpoint: core.Endpoint{Kind: core.EndpointPull}}, time.Minute); err != nil {
+	if _, _, err := relay.Register(ctx, &core.Agent{ID: CallbackAgentID(relay, "z-expired"), Endpoint: core.Endpoint{Kind: core.EndpointPull}}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	put("a-unreadable", []byte("{"), now)
@@ -68,7 +68,7 @@ func TestSweepsGoRoundEveryCallback(t *testing.T) {
 	if _, err := st.GetRecord(ctx, callbackKind, "z-expired"); !errors.Is(err, core.ErrNotFound) {
 		t.Fatalf("the expired callback is still open after a round of sweeps: %v", err)
 	}
-	if _, err := st.GetAgent(ctx, CallbackAgentID("z-expired")); !errors.Is(err, core.ErrNotFound) {
+	if _, err := st.GetAgent(ctx, CallbackAgentID(relay, "z-expired")); !errors.Is(err, core.ErrNotFound) {
 		t.Fatalf("the expired callback's agent is still registered: %v", err)
 	}
 	if _, err := st.GetRecord(ctx, callbackKind, "m-0000"); err != nil {

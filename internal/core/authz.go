@@ -117,7 +117,7 @@ var table = map[Op][8]verdict{
 	OpRegisterInternal:   {forbid, na, na, forbid, forbid, forbid, forbid, yes},
 	OpDeregister:         {yes, na, na, forbid, yes, unauth, yes, yes},
 	OpSendAs:             {yes, na, na, forbid, yes, unauth, yes, yes},
-	OpSendToInternal:     {hide, na, na, hide, yes, hide, yes, yes},
+	OpSendToInternal:     {hide, na, na, hide, yes, unauth, yes, yes},
 	OpAnswer:             {yes, na, na, forbid, yes, unauth, yes, forbid},
 	OpReadReceipt:        {yes, na, na, hide, yes, unauth, yes, yes},
 	OpQueue:              {yes, na, na, forbid, yes, unauth, yes, yes},

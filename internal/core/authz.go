@@ -113,7 +113,7 @@ var table = map[Op][8]verdict{
 	//                      owner member  non-mem other   admin   anon    dev     internal
 	OpRegisterNew:        {yes, na, na, forbid, yes, yes, yes, yes},
 	OpRegisterExisting:   {yes, na, na, forbid, yes, unauth, yes, yes},
-	OpRegisterRemote:     {forbid, na, na, forbid, yes, unauth, yes, yes},
+	OpRegisterRemote:     {forbid, na, na, forbid, yes, forbid, yes, yes},
 	OpRegisterInternal:   {forbid, na, na, forbid, forbid, forbid, forbid, yes},
 	OpDeregister:         {yes, na, na, forbid, yes, unauth, yes, yes},
 	OpSendAs:             {yes, na, na, forbid, yes, unauth, yes, yes},

@@ -20,7 +20,7 @@ import (
 var want = map[core.Op][8]string{
 	core.OpRegisterNew:        {"ok", "-", "-", "403", "ok", "ok", "ok", "ok"},
 	core.OpRegisterExisting:   {"ok", "-", "-", "403", "ok", "401", "ok", "ok"},
-	core.OpRegisterRemote:     {"403", "-", "-", "403", "ok", "401", "ok", "ok"},
+	core.OpRegisterRemote:     {"403", "-", "-", "403", "ok", "403", "ok", "ok"},
 	core.OpRegisterInternal:   {"403", "-", "-", "403", "403", "403", "403", "ok"},
 	core.OpDeregister:         {"ok", "-", "-", "403", "ok", "401", "ok", "ok"},
 	core.OpSendAs:             {"ok", "-", "-", "403", "ok", "401", "ok", "ok"},

@@ -16,7 +16,7 @@ import (
 // failing is an adapter whose background work fails when told to.
 type failing struct{ fail chan struct{} }
 
-func (failing) Name() string            { return "failing" }
+func (failing) Name() string             { return "failing" }
 func (failing) Mount(mux *http.ServeMux) {}
 func (f failing) Run(ctx context.Context) error {
 	select {

@@ -17,8 +17,8 @@ import (
 // Limits of one analysis: a script that needs more is denied (the guard
 // fails closed rather than give up half way).
 const (
-	maxDepth    = 12    // nested sh -c, eval, functions, aliases
-	maxCommands = 4000  // simple commands checked
+	maxDepth    = 12   // nested sh -c, eval, functions, aliases
+	maxCommands = 4000 // simple commands checked
 	maxScript   = 1 << 20
 	maxLoopVals = 32 // values a for loop is unrolled over
 )

@@ -508,8 +508,12 @@ func (a *analyzer) shell(s *shState, name string, args []string, in input) {
 // when its arguments would be destructive for a command it could be.
 func (a *analyzer) blind(s *shState, argv []string, in input) {
 	args := argv[1:]
+	if a.inBlind {
+		a.deny(CodeBlind, "a command name built at run time runs another one the guard cannot know")
+		return
+	}
 	for _, cand := range []string{"git", "rm", "find", "mv", "chmod", "dd", "shred", "truncate", "rsync", "sh", "python", "xargs"} {
-		sub := &analyzer{paths: a.paths, lastFields: a.lastFields}
+		sub := &analyzer{paths: a.paths, lastFields: a.lastFields, inBlind: true, commands: a.commands}
 		sub.run(s.clone(), append([]string{cand}, args...), in, nil)
 		if sub.found != nil {
 			a.deny(CodeBlind, "the command name is built at run time ("+clip(printable(argv[0]))+

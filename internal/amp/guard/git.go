@@ -353,10 +353,7 @@ loop:
 	sub := args[i]
 	rest := args[i+1:]
 	if isUnknown(sub) {
-		a.blind(s, append([]string{unknown, "git-" + sub}, rest...), stdinNone)
-		if a.found == nil {
-			a.deny(CodeBlind, "the git subcommand is built at run time ("+clip(printable(sub))+")")
-		}
+		a.deny(CodeBlind, "the git subcommand is built at run time ("+clip(printable(sub))+"): it could be reset, clean or push")
 		return
 	}
 	if !gitBuiltins[sub] {

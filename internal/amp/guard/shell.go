@@ -36,6 +36,9 @@ type analyzer struct {
 	// procs are the process substitutions of the command being checked,
 	// by the /dev/fd path they expand to.
 	procs map[string]input
+	// inBlind is set while a blind command is tried as each command it
+	// could be (no second level of guessing).
+	inBlind bool
 }
 
 // shState is what the script has set up so far: variables, the working
@@ -433,7 +436,9 @@ func (a *analyzer) command(s *shState, c syntax.Command, in input) {
 				vals = []string{unknown}
 			}
 			for _, v := range vals {
-				s.vars[l.Name.Value] = strVar(v)
+				if l.Name != nil {
+					s.vars[l.Name.Value] = strVar(v)
+				}
 				a.stmts(s, c.Do)
 			}
 		case *syntax.CStyleLoop:
@@ -445,6 +450,10 @@ func (a *analyzer) command(s *shState, c syntax.Command, in input) {
 			a.stmts(s, it.Stmts)
 		}
 	case *syntax.FuncDecl:
+		if c.Name == nil {
+			a.stmt(s, c.Body, in) // an anonymous function runs at once
+			return
+		}
 		s.funcs[c.Name.Value] = c.Body
 	case *syntax.DeclClause:
 		a.decl(s, c)
@@ -661,9 +670,17 @@ func (a *analyzer) lexical(src string) {
 // risky reports whether a command holds a word that could destroy work,
 // for input that cannot be parsed.
 func risky(src string) bool {
-	l := strings.ToLower(src)
-	for _, w := range []string{"rm", "git", "reset", "clean", "push", "eval", "sh", "bash", "find", "dd", "mv", "shred", "truncate", ".git", "xargs", "python", "perl", "node", "ruby", ">"} {
-		if strings.Contains(l, w) {
+	if strings.Contains(src, ">") || strings.Contains(src, ".git") {
+		return true
+	}
+	words := strings.FieldsFunc(strings.ToLower(src), func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
+	})
+	for _, w := range words {
+		switch w {
+		case "rm", "git", "reset", "clean", "push", "eval", "sh", "bash", "zsh", "find", "dd", "mv", "shred", "truncate",
+			"xargs", "python", "python3", "perl", "node", "ruby", "rmdir", "unlink", "chmod", "chown", "rsync", "tee", "cp",
+			"exec", "source", "sudo", "-rf", "-fr", "--hard", "--force", "-delete":
 			return true
 		}
 	}

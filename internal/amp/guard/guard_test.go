@@ -132,7 +132,7 @@ func TestCheck(t *testing.T) {
 		"force push +master":                    func() (string, map[string]any) { return bash("git push origin +master") },
 		"force push HEAD:main":                  func() (string, map[string]any) { return bash("git push -f origin HEAD:refs/heads/main") },
 		"force-with-lease release":              func() (string, map[string]any) { return bash("git push --force-with-lease origin release/1.2") },
-		"force push feature denied":                 func() (string, map[string]any) { return bash("git push --force origin feature/x") },
+		"force push feature denied":             func() (string, map[string]any) { return bash("git push --force origin feature/x") },
 		"force push all":                        func() (string, map[string]any) { return bash("git push --force --all") },
 		"force push no refspec, unknown branch": func() (string, map[string]any) { return bash("git push -f") },
 		"push denied in eval":                   func() (string, map[string]any) { return bash("git push origin feature") },
@@ -140,7 +140,7 @@ func TestCheck(t *testing.T) {
 		"stash in eval":                         func() (string, map[string]any) { return bash("git stash") },
 		"stash ok in dev":                       func() (string, map[string]any) { return bash("git stash") },
 		"no-verify in eval":                     func() (string, map[string]any) { return bash("git commit --no-verify -m x") },
-		"no-verify denied in dev":                   func() (string, map[string]any) { return bash("git commit --no-verify -m x") },
+		"no-verify denied in dev":               func() (string, map[string]any) { return bash("git commit --no-verify -m x") },
 		"go test -skip ok":                      func() (string, map[string]any) { return bash("go test -skip TestSlow ./...") },
 		"status ok in eval":                     func() (string, map[string]any) { return bash("git status") },
 	}

@@ -131,6 +131,10 @@ type TickInput struct {
 	Cwd string `json:"cwd,omitempty"`
 	// Force bypasses the cooldowns.
 	Force bool `json:"force,omitempty"`
+	// DetectedTriggers are triggers the host detected itself (the
+	// reference's ids: giving_up_language, user_frustration,
+	// premature_convergence, creative_block, consecutive_failures, …).
+	DetectedTriggers []string `json:"detected_triggers,omitempty"`
 }
 
 // Result is a tick's full outcome: the envelope plus what the host should
@@ -245,6 +249,9 @@ func (e *Engine) Step(ctx context.Context, in TickInput) (Result, error) {
 	in.Event, _ = ParseHostEvent(string(in.Event))
 	if in.SessionID == "" {
 		return Result{}, ErrEmptySession
+	}
+	if _, err := triggerDetection(&Detection{}, in.DetectedTriggers); err != nil {
+		return Result{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
@@ -452,6 +459,12 @@ func (e *Engine) fail(st *State, why string, t *tick) {
 	t.event(EventFailure)
 	level := LadderLevel(st.Failures)
 	if level <= st.Pressure {
+		if st.Failures == 1 {
+			// The first failure of a run switches to a repair role and
+			// sets the diagnosis gate at once, as the reference does.
+			t.say(firstFailureText(st.Pressure, why))
+			t.strategy = StrategyRepair
+		}
 		return
 	}
 	e.raise(st, level, why, t)
@@ -493,7 +506,9 @@ func (e *Engine) pass(st *State, t *tick) {
 func (e *Engine) message(st *State, in TickInput, now time.Time, t *tick) {
 	user := in.Event == HostUserPromptSubmit || in.Event == HostManual
 	agent := in.Event == HostModelOutput || in.Event == HostStop || in.Event == HostManual
-	if in.Success != nil {
+	// A Stop tick only records the session's end: a verdict given with it
+	// is not a new failure (the reference's Stop tick is silent).
+	if in.Success != nil && in.Event != HostStop {
 		if *in.Success {
 			e.pass(st, t)
 		} else {
@@ -503,6 +518,9 @@ func (e *Engine) message(st *State, in TickInput, now time.Time, t *tick) {
 	d := Detection{}
 	if !(in.Event == HostStop && in.StopHookActive) {
 		d = e.match.detect(in.Message, user, agent)
+	}
+	if failed, _ := triggerDetection(&d, in.DetectedTriggers); failed && in.Event != HostStop {
+		e.fail(st, fmt.Sprintf("%d consecutive failures (detected by the host)", st.Failures+1), t)
 	}
 	if d.GivingUp != "" {
 		t.event(EventGivingUp)

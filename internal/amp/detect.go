@@ -194,7 +194,7 @@ var triggerIDs = map[string]string{
 	"user_frustration": "frustration", "userfrustration": "frustration", "frustration": "frustration",
 	"premature_convergence": "lock_in", "prematureconvergence": "lock_in", "creative_block": "lock_in",
 	"creativeblock": "lock_in", "assumption_lock": "lock_in", "assumptionlock": "lock_in", "low_novelty": "lock_in",
-	"lownovelty": "lock_in",
+	"lownovelty":           "lock_in",
 	"consecutive_failures": "failure", "bashfailure": "failure", "bash_failure": "failure", "log_error": "failure",
 	"logerror": "failure", "failure": "failure",
 	"surface_fix": "", "surfacefix": "", "passive_wait": "", "passivewait": "", "blame_environment": "",

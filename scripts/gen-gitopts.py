@@ -1,14 +1,22 @@
-import subprocess, re, sys
+"""Generate internal/amp/guard/gitopts_gen.go from git's own option lists.
+
+Usage: python3 scripts/gen-gitopts.py > internal/amp/guard/gitopts_gen.go
+(run with the git whose rules the guard should follow; the committed file
+comes from git 2.39.5).
+"""
+import subprocess, re, sys, tempfile
 subs = "reset clean push checkout restore switch branch commit gc prune update-ref merge rebase am cherry-pick revert pull rm config checkout-index read-tree send-pack fetch".split()
+repo = tempfile.mkdtemp()
+subprocess.run(["git", "init", "-q", repo], check=True)
 out = []
-out.append("// Code generated from the option lists git 2.39.5 prints for \"git <command> -h\"; DO NOT EDIT.\n")
+out.append("// Code generated from the option lists git 2.39.5 prints for \"git <command> -h\" (scripts/gen-gitopts.py); DO NOT EDIT.\n")
 out.append("package guard\n")
 out.append("// gitOptions lists each git subcommand's options: short letter (0 if")
 out.append("// none), long name, and whether it takes a value (argNone, argRequired,")
 out.append("// argOptional: only as --name=value or attached to the short letter).")
 out.append("var gitOptions = map[string][]gitOpt{")
 for s in subs:
-    r = subprocess.run(["git", s, "-h"], capture_output=True, text=True, cwd="/tmp/gt")
+    r = subprocess.run(["git", s, "-h"], capture_output=True, text=True, cwd=repo)
     text = r.stdout + r.stderr
     opts = []
     for line in text.splitlines():

@@ -136,29 +136,34 @@ func (f fakeEntry) Mode() fs.FileMode          { return fs.ModeDir | 0o755 }
 func (f fakeEntry) ModTime() time.Time         { return time.Time{} }
 func (f fakeEntry) Sys() any                   { return nil }
 
+// baseEntries are the names of every fake directory listing.
+var baseEntries = func() []fs.DirEntry {
+	e := []fs.DirEntry{fakeEntry(".git"), fakeEntry(everything)}
+	for p, t := range probeTwins {
+		e = append(e, fakeEntry(p), fakeEntry(t))
+	}
+	return e
+}()
+
 // config returns the expansion config for words of one command. Globs
 // are matched against a fake listing: ".git", the marker that only a
 // match-anything glob matches, the anti-cheat probes and their twins, and
 // the literal names written in the words themselves.
 func (a *analyzer) config(s *shState, words []*syntax.Word) *expand.Config {
-	names := []string{".git", everything}
-	for p, t := range probeTwins {
-		names = append(names, p, t)
-	}
+	entries := baseEntries
 	for _, w := range words {
 		for _, part := range w.Parts {
 			if l, ok := part.(*syntax.Lit); ok {
 				for _, seg := range strings.Split(l.Value, "/") {
 					if seg != "" && !strings.ContainsAny(seg, "*?[") {
-						names = append(names, seg)
+						if len(entries) == len(baseEntries) {
+							entries = append([]fs.DirEntry(nil), baseEntries...)
+						}
+						entries = append(entries, fakeEntry(seg))
 					}
 				}
 			}
 		}
-	}
-	entries := make([]fs.DirEntry, len(names))
-	for i, n := range names {
-		entries[i] = fakeEntry(n)
 	}
 	return &expand.Config{
 		Env:      environ{s, a},

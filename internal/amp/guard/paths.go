@@ -144,8 +144,17 @@ func gitSegments(p string) (isGit, inside bool) {
 // deletion explains why deleting p (recursively or not) destroys work, or
 // returns "" if it does not.
 func (ps paths) deletion(cwd, p string, recursive bool) string {
-	if p == "" || isUnknown(p) {
-		if recursive && isUnknown(p) {
+	if p == "" {
+		return ""
+	}
+	if isUnknown(p) {
+		if _, inside := gitSegments(path.Clean(p)); inside || path.Base(p) == ".git" {
+			return "it deletes .git or files inside it (the repository's history)"
+		}
+		// "$TMPDIR/build" ends in a known, harmless name; "$X" or
+		// "$(cmd)" could be anything.
+		last := path.Base(p)
+		if recursive && (isUnknown(last) || last == "." || last == ".." || last == "/" || strings.Contains(last, everything)) {
 			return "a recursive deletion of a path the guard cannot know (" + printable(p) + ")"
 		}
 		return ""

@@ -217,10 +217,7 @@ func (a *analyzer) gitConfigValue(s *shState, k, v string, persistent bool) {
 	case pat == "core.hookspath":
 		a.deny(CodeCIBypass, "setting core.hooksPath skips the repository's hooks (verification)")
 	case gitCommandKeys[pat]:
-		if strings.HasPrefix(v, "!") {
-			v = v[1:]
-		}
-		a.eval(s, v)
+		a.eval(s, strings.TrimPrefix(v, "!"))
 	case strings.HasPrefix(key, "alias."):
 		if persistent {
 			a.gitAlias(s, v, nil, nil)
@@ -511,9 +508,6 @@ loop:
 			for _, v := range g.opts["exec"] {
 				a.eval(s, v)
 			}
-		}
-		if sub == "pull" && g.has("force") {
-			// git pull --force only overwrites local refs for fetched tags
 		}
 	case "rm":
 		if g.has("cached") {

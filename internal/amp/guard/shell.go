@@ -300,7 +300,7 @@ func (a *analyzer) stmt(s *shState, st *syntax.Stmt, in input) {
 				return
 			}
 			in = input{present: true, from: "file " + t}
-		case syntax.RdrOut, syntax.AppOut, syntax.RdrAll, syntax.AppAll, syntax.RdrInOut, syntax.ClbOut:
+		case syntax.RdrOut, syntax.AppOut, syntax.RdrAll, syntax.AppAll, syntax.RdrInOut, syntax.RdrClob:
 			t := a.literal(s, r.Word)
 			if why := a.write(s.cwd, t); why != "" {
 				a.deny(CodeDestructive, "the redirection onto "+printable(t)+" is blocked: "+why)

@@ -135,6 +135,10 @@ type TickInput struct {
 	// reference's ids: giving_up_language, user_frustration,
 	// premature_convergence, creative_block, consecutive_failures, …).
 	DetectedTriggers []string `json:"detected_triggers,omitempty"`
+	// Owner is the credential the session belongs to (a principal key such
+	// as "agent:bob"; "" for none): sessions of different owners are kept
+	// apart under OwnedSession(Owner, SessionID).
+	Owner string `json:"-"`
 }
 
 // Result is a tick's full outcome: the envelope plus what the host should
@@ -261,7 +265,8 @@ func (e *Engine) Step(ctx context.Context, in TickInput) (Result, error) {
 	// allowed tool call) change nothing but LastActivity. Decide them on a
 	// lock-free snapshot (stores write atomically, so it is consistent)
 	// and skip the locked read-modify-write entirely.
-	if snap, ok, err := e.store.Load(ctx, in.SessionID); err == nil && ok {
+	key := OwnedSession(in.Owner, in.SessionID)
+	if snap, ok, err := e.store.Load(ctx, key); err == nil && ok {
 		before := snap
 		res := e.apply(&snap, in, now)
 		if unchanged(before, snap) {
@@ -272,7 +277,7 @@ func (e *Engine) Step(ctx context.Context, in TickInput) (Result, error) {
 		}
 	}
 	var res Result
-	err := e.store.Update(ctx, in.SessionID, func(st *State) error {
+	err := e.store.Update(ctx, key, func(st *State) error {
 		res = e.apply(st, in, now)
 		return nil
 	})
@@ -331,6 +336,8 @@ func (e *Engine) apply(st *State, in TickInput, now time.Time) Result {
 	if st.StartedAt.IsZero() {
 		st.StartedAt = now
 	}
+	// The state names the session as its owner knows it.
+	st.SessionID, st.Owner = in.SessionID, in.Owner
 	var t tick
 	switch in.Event {
 	case HostPreToolUse:

@@ -12,6 +12,8 @@ import (
 // plain JSON so that any store (files, the hub database) can keep it.
 type State struct {
 	SessionID string `json:"session_id"`
+	// Owner is the credential the session belongs to ("" for none).
+	Owner string `json:"owner,omitempty"`
 	// Pressure is the ladder level, 0–4.
 	Pressure int `json:"pressure"`
 	// PeakPressure is the highest level reached in the session.

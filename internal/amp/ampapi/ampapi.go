@@ -197,9 +197,8 @@ func (h *Handler) tick(w http.ResponseWriter, r *http.Request) {
 	}
 	// Each credential has its own sessions: the caller's principal key
 	// namespaces the session id (dev mode has none).
-	owned := amp.OwnedSession(auth.From(r.Context()).Key(), req.SessionID)
 	res, err := h.engine.Step(r.Context(), amp.TickInput{
-		SessionID: owned, Event: ev, Message: req.Message, ToolName: req.ToolName, ToolInput: req.ToolInput,
+		SessionID: req.SessionID, Owner: auth.From(r.Context()).Key(), Event: ev, Message: req.Message, ToolName: req.ToolName, ToolInput: req.ToolInput,
 		Result: req.Result, Success: req.Success, Source: req.Source, Trigger: req.Trigger, Summary: req.Summary, Force: req.Force,
 		DetectedTriggers: req.DetectedTriggers,
 	})

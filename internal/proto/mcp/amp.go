@@ -94,8 +94,7 @@ func (s *Server) ampTick(ctx context.Context, req *sdk.CallToolRequest, in AMPTi
 	}
 	// Each credential has its own AMP sessions (local transports and dev
 	// mode have no credential and share one namespace).
-	owned := amp.OwnedSession(ampOwner(ctx, req.Extra), sid)
-	r, err := s.opt.AMP.Step(ctx, amp.TickInput{SessionID: owned, Event: amp.HostEvent(in.Event), Message: in.Message,
+	r, err := s.opt.AMP.Step(ctx, amp.TickInput{SessionID: sid, Owner: ampOwner(ctx, req.Extra), Event: amp.HostEvent(in.Event), Message: in.Message,
 		ToolName: in.ToolName, ToolInput: in.ToolInput, Result: in.Result, Success: in.Success, Source: in.Source,
 		Trigger: in.Trigger, Summary: in.Summary, Force: in.Force, DetectedTriggers: in.DetectedTriggers})
 	if errors.Is(err, amp.ErrUnknownEvent) || errors.Is(err, amp.ErrUnknownTrigger) {

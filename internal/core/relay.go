@@ -292,5 +292,6 @@ func (r *Relay) Deliverable(k EndpointKind) bool {
 	return ok
 }
 
-// URI returns an agent's agent:// URI on this hub.
-func (r *Relay) URI(agentID string) string { return "agent://" + r.cfg.Host + "/" + agentID }
+// URI returns an agent's agent:// URI on this hub (see AgentURI: a remote
+// id name@domain is agent://domain/name).
+func (r *Relay) URI(agentID string) string { return AgentURI(r.cfg.Host, agentID) }

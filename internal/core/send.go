@@ -11,6 +11,9 @@ import (
 type SendResult struct {
 	Receipt   Receipt
 	Duplicate bool
+	// ConversationID is, for a Duplicate, the conversation of the message
+	// first accepted with the id (a retry may name none, or another).
+	ConversationID string
 }
 
 // SendAs accepts message m for p: when it returns without error the
@@ -74,10 +77,11 @@ func (r *Relay) send(ctx context.Context, p Principal, m *Message, checkAccess b
 		// A repeated id whose first send was accepted still answers with
 		// the first outcome, even if the receiver has since gone.
 		if rc, err2 := r.store.GetReceipt(ctx, m.ID); err2 == nil && rc.Sender == m.Sender && rc.Receiver == m.Receiver {
-			if err := r.sameContent(ctx, m); err != nil {
+			conv, err := r.sameContent(ctx, m)
+			if err != nil {
 				return SendResult{}, err
 			}
-			return SendResult{Receipt: *rc, Duplicate: true}, nil
+			return SendResult{Receipt: *rc, Duplicate: true, ConversationID: conv}, nil
 		}
 		return SendResult{}, fmt.Errorf("receiver %q: %w", m.Receiver, ErrUnknownReceiver)
 	}
@@ -122,10 +126,11 @@ func (r *Relay) send(ctx context.Context, p Principal, m *Message, checkAccess b
 		return SendResult{}, err
 	}
 	if res.Duplicate {
-		if err := r.sameContent(ctx, m); err != nil {
+		conv, err := r.sameContent(ctx, m)
+		if err != nil {
 			return SendResult{}, err
 		}
-		return SendResult{Receipt: res.Receipt, Duplicate: true}, nil
+		return SendResult{Receipt: res.Receipt, Duplicate: true, ConversationID: conv}, nil
 	}
 	r.events.Publish(Event{Type: EventAccepted, At: now, MessageID: m.ID, Sender: m.Sender, Receiver: m.Receiver,
 		Status: rc.Status, Protocol: m.Protocol, ConversationID: m.ConversationID, CorrelationID: m.CorrelationID, MessageType: m.Type})
@@ -184,19 +189,20 @@ func (r *Relay) accept(ctx context.Context, m *Message, rc *Receipt, now time.Ti
 // hub never took was sent. Content is the type, the correlation id and the
 // parts, compared as JSON values (key order and number spelling do not
 // matter); conversation ids, metadata, TTL and timestamps may differ
-// between attempts. A first message purged since counts as the same.
-func (r *Relay) sameContent(ctx context.Context, m *Message) error {
+// between attempts. A first message purged since counts as the same. It
+// returns the first message's conversation id (m's if it was purged).
+func (r *Relay) sameContent(ctx context.Context, m *Message) (conversationID string, err error) {
 	first, err := r.store.GetMessage(ctx, m.ID)
 	if errors.Is(err, ErrNotFound) {
-		return nil
+		return m.ConversationID, nil
 	}
 	if err != nil {
-		return fmt.Errorf("read message %q: %w", m.ID, err)
+		return "", fmt.Errorf("read message %q: %w", m.ID, err)
 	}
 	if !SameContent(first, m) {
-		return fmt.Errorf("message %q was sent before with other content (a retry must repeat the message): %w", m.ID, ErrIDConflict)
+		return "", fmt.Errorf("message %q was sent before with other content (a retry must repeat the message): %w", m.ID, ErrIDConflict)
 	}
-	return nil
+	return first.ConversationID, nil
 }
 
 // checkAnswer refuses an answer (CorrelationID = M) whose sender is not

@@ -141,6 +141,10 @@ type Relay struct {
 	waiters map[string][]chan struct{}
 	hooks   map[string][]*messageHook // message id → OnMessageEvent callbacks
 
+	// attempts hands delivery outcomes to the sends that wait for them
+	// (SendAsAwaitAttempt).
+	attempts attemptWatchers
+
 	agents  *cache.TTL[string, *Agent]
 	members *cache.TTL[memberKey, struct{}]
 

@@ -235,6 +235,7 @@ func (r *Relay) published(c LaneClaim, res LaneResult) {
 			ev.Type, ev.Status = EventRetry, StatusQueued
 		}
 		r.events.Publish(ev)
+		r.attempts.signal(o.MessageID, attemptSignal{o: o, ok: true})
 		if o.Kind != OutcomeRetry {
 			r.notify(o.MessageID)
 		}

@@ -144,6 +144,12 @@ type Relay struct {
 	// attempts hands delivery outcomes to the sends that wait for them
 	// (SendAsAwaitAttempt).
 	attempts attemptWatchers
+	// claimedAttempts counts the first attempts made outside the
+	// scheduler (attemptClaimed); Run waits for them when it stops.
+	claimedAttempts sync.WaitGroup
+	stopOnce        sync.Once
+	stopMu          sync.Mutex
+	stopCh          chan struct{} // closed when Run ends (stopClaimed)
 
 	agents  *cache.TTL[string, *Agent]
 	members *cache.TTL[memberKey, struct{}]

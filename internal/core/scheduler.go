@@ -15,6 +15,8 @@ import (
 func (r *Relay) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	defer r.claimedAttempts.Wait() // first attempts made for waiting sends
+	defer r.stopClaimed()          // which stop first, as the lanes below do
 	wg.Add(2)
 	go func() { defer wg.Done(); r.every(ctx, r.cfg.Poll, r.expire) }()
 	go func() { defer wg.Done(); r.every(ctx, time.Minute, r.purge) }()

@@ -277,10 +277,3 @@ func (b *streamBound) release(key string, sl *streamSlot) {
 		b.open[key] = ss
 	}
 }
-
-// count is how many streams the caller named key holds open.
-func (b *streamBound) count(key string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.open[key])
-}

@@ -134,7 +134,7 @@ type Hub struct {
 	// contract and of the hub itself, run by Serve beside the adapters.
 	workers []worker
 	// stopLegacy ends the context New gave the adapters that keep one in
-	// their options (A2A, MAMP): Serve calls it when it drains.
+	// their options (A2A): Serve calls it when it drains.
 	stopLegacy context.CancelFunc
 	closeOnce  sync.Once
 	closeErr   error
@@ -260,13 +260,14 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	// Adapters on the contract: mounted here, run by Serve.
 	h.adapters = []Adapter{
 		atp.New(relay, atp.Options{MaxBody: opt.MaxBody, Issuer: issuer, Secrets: signer, CheckURL: policy.CheckURL}),
+		mamp.New(relay, mamp.Options{MaxBody: opt.MaxBody, Issuer: issuer, Records: st, Remotes: mamp.RemotesFromEnv(),
+			Logger: log, CheckURL: policy.CheckURL, Secrets: signer}),
 		opsapi.New(relay, opt.Version),
 	}
 	for _, a := range h.adapters {
 		a.Mount(h.Mux)
 	}
 	// Adapters not yet on the contract, mounted the old way.
-	mamp.New(relay, mamp.Options{MaxBody: opt.MaxBody, Issuer: issuer, Remotes: mamp.RemotesFromEnv(), Context: legacyCtx, Logger: log, CheckURL: policy.CheckURL, Secrets: signer}).Mount(h.Mux)
 	a2a.New(relay, a2a.Options{MaxBody: opt.MaxBody, Secured: !opt.Dev, Context: legacyCtx, Logger: log, HTTPClient: client, CheckURL: policy.CheckURL}).Mount(h.Mux)
 	a2aReg := a2aremote.NewRegistrar(relay, a2aremote.Options{Logger: log, Client: policy.Client(10 * time.Second)})
 	a2aReg.Mount(h.Mux)

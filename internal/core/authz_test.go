@@ -25,6 +25,7 @@ var want = map[core.Op][8]string{
 	core.OpDeregister:         {"ok", "-", "-", "403", "ok", "401", "ok", "ok"},
 	core.OpSendAs:             {"ok", "-", "-", "403", "ok", "401", "ok", "ok"},
 	core.OpSendToInternal:     {"404", "-", "-", "404", "ok", "401", "ok", "ok"},
+	core.OpAnswerInternal:     {"ok", "-", "-", "404", "ok", "401", "ok", "ok"},
 	core.OpAnswer:             {"ok", "-", "-", "403", "ok", "401", "ok", "-"},
 	core.OpReadReceipt:        {"ok", "-", "-", "404", "ok", "401", "ok", "ok"},
 	core.OpQueue:              {"ok", "-", "-", "403", "ok", "401", "ok", "ok"},
@@ -112,7 +113,7 @@ type actor func(f *authzFixture, p core.Principal) error
 
 // authzFixture: agents alice, bob, carol, dave; conversation c1 between
 // carol and alice (bob is not in it); message m1 from carol to alice;
-// an internal agent; a dead letter.
+// an internal agent and its message mi to alice; a dead letter.
 type authzFixture struct {
 	*fixture
 	internal string
@@ -133,6 +134,7 @@ func newAuthzFixture(t *testing.T) *authzFixture {
 	for _, m := range []*core.Message{
 		{ID: "m1", Sender: "carol", Receiver: "alice", ConversationID: "c1"},
 		{ID: "m0", Sender: "carol", Receiver: "dave"},
+		{ID: "mi", Sender: f.internal, Receiver: "alice"},
 	} {
 		if _, err := f.relay.SendAs(f.ctx, hub, m); err != nil {
 			t.Fatal(err)
@@ -185,6 +187,10 @@ var actors = map[core.Op]actor{
 	},
 	core.OpSendToInternal: func(f *authzFixture, p core.Principal) error {
 		_, err := f.relay.SendAs(f.ctx, p, &core.Message{ID: "s2", Sender: self(p), Receiver: f.internal})
+		return err
+	},
+	core.OpAnswerInternal: func(f *authzFixture, p core.Principal) error {
+		_, err := f.relay.SendAs(f.ctx, p, &core.Message{ID: "ai", Sender: self(p), Receiver: f.internal, CorrelationID: "mi"})
 		return err
 	},
 	core.OpAnswer: func(f *authzFixture, p core.Principal) error {

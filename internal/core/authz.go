@@ -41,7 +41,7 @@ var opNames = map[Op]string{
 	OpSendToInternal:     "send to an internal id",
 	OpAnswerInternal:     "answer M from an internal id, to it",
 	OpAnswer:             "answer M (correlation_id = M)",
-	OpReadReceipt:        "read M's receipt or results",
+	OpReadReceipt:        "read M, its receipt or results",
 	OpQueue:              "pull, ack, stream the agent's queue",
 	OpListAgents:         "list, look up agents",
 	OpListHidden:         "see hidden agents",

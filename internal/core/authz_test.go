@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -199,6 +200,13 @@ var actors = map[core.Op]actor{
 	},
 	core.OpReadReceipt: func(f *authzFixture, p core.Principal) error {
 		_, err := f.relay.ReceiptFor(f.ctx, p, "m1")
+		m, merr := f.relay.MessageFor(f.ctx, p, "m1")
+		switch {
+		case answer(err) != answer(merr):
+			return fmt.Errorf("receipt %v and message %v disagree", err, merr)
+		case merr == nil && m.ID != "m1":
+			return fmt.Errorf("message %q, want m1", m.ID)
+		}
 		return err
 	},
 	core.OpQueue: func(f *authzFixture, p core.Principal) error {

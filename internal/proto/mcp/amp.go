@@ -52,7 +52,7 @@ func (s *Server) addAMP() {
 					MIMEType: "application/json", Text: string(amp.SpecDocumentJSON())}}}, nil
 			})
 	}
-	sdk.AddTool(s.srv, &sdk.Tool{Name: "amp_tick", Title: "AMP tick",
+	tool(s, &sdk.Tool{Name: "amp_tick", Title: "AMP tick",
 		Description: "Run one AMP 0.1 tick for a session: give the host event (and the message, tool call or " +
 			"result it carries) and get the AMP envelope and what the host should do (inject, deny, block)."}, s.ampTick)
 }
@@ -94,7 +94,7 @@ func (s *Server) ampTick(ctx context.Context, req *sdk.CallToolRequest, in AMPTi
 		ToolName: in.ToolName, ToolInput: in.ToolInput, Result: in.Result, Success: in.Success, Source: in.Source,
 		Trigger: in.Trigger, Summary: in.Summary, Force: in.Force})
 	if errors.Is(err, amp.ErrUnknownEvent) {
-		return nil, AMPTickOutput{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, AMPTickOutput{}, invalid("%v", err)
 	}
 	if err != nil {
 		return nil, AMPTickOutput{}, err

@@ -401,3 +401,69 @@ func TestChannelBridge(t *testing.T) {
 		t.Fatal("alice's token bound the bridge to reviewer")
 	}
 }
+
+// TestStdioDiscoverThenInitialize: a host that sends server/discover
+// (2026-07-28) and then initialize on one stdio connection, as a current
+// coding-agent host does, is served in both eras; no error ever carries
+// code 0.
+func TestStdioDiscoverThenInitialize(t *testing.T) {
+	h, _ := hubtest.Start(t, hub.Options{Dev: true})
+	host := startHost(t, mcpadapter.Local(h.Relay, mcpadapter.Options{Caller: core.DevPrincipal(), Logger: slog.New(slog.DiscardHandler)}))
+	meta := map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+		"io.modelcontextprotocol/clientInfo": map[string]any{"name": "raw", "version": "1"}, "io.modelcontextprotocol/clientCapabilities": map[string]any{}}
+	d := host.request("server/discover", map[string]any{"_meta": meta})
+	if v, _ := d["supportedVersions"].([]any); len(v) == 0 || v[0] != "2026-07-28" {
+		t.Fatalf("discover = %v", d)
+	}
+	caps := host.initialize()
+	if caps["tools"] == nil {
+		t.Fatalf("initialize after discover: capabilities %v", caps)
+	}
+	// Both eras keep working on the connection.
+	if out := host.tool("list_agents", map[string]any{}); out["count"] == nil {
+		t.Fatalf("list_agents = %v", out)
+	}
+	r := host.request("tools/call", map[string]any{"_meta": meta, "name": "list_agents", "arguments": map[string]any{}})
+	if r["structuredContent"] == nil {
+		t.Fatalf("2026-era tools/call = %v", r)
+	}
+	// A second initialize is a request the session's state refuses:
+	// -32600, not code 0.
+	for _, tc := range []struct {
+		method string
+		params any
+		code   float64
+	}{
+		{"initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "x", "version": "1"}}, -32600},
+		{"no/such/method", map[string]any{}, -32601},
+		{"initialize", map[string]any{"_meta": meta}, -32601}, // initialize does not exist in the 2026 era
+	} {
+		e := host.errorOf(tc.method, tc.params)
+		if e["code"] != tc.code {
+			t.Errorf("%s: error %v, want code %v", tc.method, e, tc.code)
+		}
+	}
+}
+
+// errorOf sends a request that must fail and returns its error object.
+func (h *rawHost) errorOf(method string, params any) map[string]any {
+	h.t.Helper()
+	h.mu.Lock()
+	h.nextID++
+	id := h.nextID
+	ch := make(chan map[string]any, 1)
+	h.resp[id] = ch
+	h.mu.Unlock()
+	h.send(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	select {
+	case m := <-ch:
+		e, _ := m["error"].(map[string]any)
+		if e == nil {
+			h.t.Fatalf("%s: want an error, got %v", method, m)
+		}
+		return e
+	case <-time.After(30 * time.Second):
+		h.t.Fatalf("%s: no response within 30 s", method)
+	}
+	return nil
+}

@@ -173,7 +173,7 @@ func runEmbeddedMCP(ctx context.Context, s stdio, o hub.Options, mo mcpadapter.O
 	if o.Dev {
 		mo.Caller = core.DevPrincipal()
 	}
-	mo.AMP = h.AMP
+	mo.AMP, mo.Records = h.AMP, h.Store
 	if err := mcpadapter.ServeStdio(hctx, mcpadapter.Local(h.Relay, mo), s.in, s.out); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(s.err, "mcp: %v\n", err)
 		return exitFailure

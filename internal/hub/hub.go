@@ -287,7 +287,8 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	h.Mux.Handle("POST /v4/tick", members(ampHandler))
 	// MCP acts for the operator as an internal id (OperatorID): no caller
 	// can register it ahead of the operator, and nobody can guess it.
-	mcpSrv := mcpadapter.New(relay, mcpadapter.Options{Version: opt.Version, Logger: log, AMP: h.AMP, MaxBody: opt.MaxBody})
+	mcpSrv := mcpadapter.New(relay, mcpadapter.Options{Version: opt.Version, Logger: log, AMP: h.AMP, MaxBody: opt.MaxBody,
+		Records: st})
 	mcpSrv.Mount(h.Mux)
 	h.adapters = append(h.adapters, mcpSrv)
 	met := metrics.New(relay, metrics.WithPublic(opt.MetricsPublic))

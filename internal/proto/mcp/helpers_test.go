@@ -50,7 +50,7 @@ func newEnv(t *testing.T, hopt hub.Options, opt mcpadapter.Options) *env {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); e.srv.Watch(ctx) }()
+	go func() { defer wg.Done(); _ = e.srv.Run(ctx) }()
 	st, ct := sdk.NewInMemoryTransports()
 	ss, err := e.srv.SDK().Connect(ctx, st, nil)
 	if err != nil {

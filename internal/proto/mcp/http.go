@@ -1,7 +1,10 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 
@@ -80,6 +83,9 @@ func (s *Server) Handler() http.Handler {
 		if r.Header.Get("Mcp-Protocol-Version") >= StatelessVersion {
 			stateless.ServeHTTP(w, r)
 			return
+		}
+		if s.tasks != nil && r.Method == http.MethodPost {
+			r = liftTaskBody(r, maxBody)
 		}
 		bounded.ServeHTTP(w, r)
 	})
@@ -180,4 +186,36 @@ func baseURL(r *http.Request) string {
 		scheme = "https"
 	}
 	return scheme + "://" + r.Host
+}
+
+// liftTaskBody applies liftTaskParam to the body of a 2025-era request
+// (a single JSON-RPC tools/call asking for a task). A body past maxBody is
+// left for the SDK to refuse.
+func liftTaskBody(r *http.Request, maxBody int64) *http.Request {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil || int64(len(body)) > maxBody {
+		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+		return r
+	}
+	r.Body.Close()
+	var req struct {
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+		ID     json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(body, &req) == nil && req.Method == "tools/call" {
+		if p, ok := liftTaskParam(req.Params); ok {
+			var all map[string]json.RawMessage
+			if json.Unmarshal(body, &all) == nil {
+				all["params"] = p
+				if b, err := json.Marshal(all); err == nil {
+					body = b
+				}
+			}
+		}
+	}
+	r = r.Clone(r.Context())
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	return r
 }

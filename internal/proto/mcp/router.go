@@ -116,6 +116,13 @@ func (r *router) route(msg jsonrpc.Message) (*virtConn, jsonrpc.Message) {
 		switch {
 		case m.IsCall():
 			r.in[idKey(m.ID)] = to
+			if to == r.legacy && m.Method == "tools/call" {
+				if p, ok := liftTaskParam(m.Params); ok {
+					cp := *m
+					cp.Params = p
+					m = &cp
+				}
+			}
 			if m.Method == "initialize" && to == r.legacy {
 				r.initParams = append(json.RawMessage(nil), m.Params...)
 			}
@@ -271,3 +278,33 @@ func (c *virtConn) Close() error {
 }
 
 func (c *virtConn) SessionID() string { return "" }
+
+// liftTaskParam moves a 2025-era tools/call's params.task into
+// params._meta (metaTaskParams), where the SDK, which drops fields it does
+// not know when it decodes the params, keeps it for the tasks middleware.
+func liftTaskParam(params json.RawMessage) (json.RawMessage, bool) {
+	var p map[string]json.RawMessage
+	if json.Unmarshal(params, &p) != nil || p["task"] == nil {
+		return params, false
+	}
+	var task map[string]any
+	if json.Unmarshal(p["task"], &task) != nil {
+		return params, false
+	}
+	meta := map[string]any{}
+	if raw, ok := p["_meta"]; ok && json.Unmarshal(raw, &meta) != nil {
+		return params, false
+	}
+	meta[metaTaskParams] = task
+	b, err := json.Marshal(meta)
+	if err != nil {
+		return params, false
+	}
+	p["_meta"] = b
+	delete(p, "task")
+	out, err := json.Marshal(p)
+	if err != nil {
+		return params, false
+	}
+	return out, true
+}

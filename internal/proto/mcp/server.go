@@ -40,6 +40,9 @@ type Options struct {
 	// pushes the messages addressed to it into the host as channel
 	// notifications (see channel.go). Empty: no binding.
 	Agent string
+	// Records keeps the MCP tasks (tasks.go): the hub's store. Nil: no
+	// tasks are offered.
+	Records core.RecordStore
 	// AllowedSenders, when Agent is registered by this server, is its
 	// card's access list (sender ids or agent:// globs); empty means any
 	// authenticated sender of the hub.
@@ -128,6 +131,7 @@ type Server struct {
 	// operatorID is the agent the operator acts as: an internal id, so
 	// that no caller can register it first.
 	operatorID string
+	tasks      *taskManager // nil without Options.Records
 
 	mu      sync.Mutex
 	ensured map[string]time.Time // host agents checked recently
@@ -143,6 +147,10 @@ func New(relay *core.Relay, opt Options) *Server {
 	if opt.Agent != "" {
 		caps.Experimental = map[string]any{ChannelCapability: map[string]any{}}
 		instr += "\n\n" + channelInstructions(opt.Agent)
+	}
+	if opt.Records != nil {
+		s.tasks = newTaskManager(s, opt.Records)
+		caps.AddExtension(TasksExtension, nil)
 	}
 	s.srv = sdk.NewServer(&sdk.Implementation{Name: "switchboard", Title: "Switchboard hub", Version: opt.Version},
 		&sdk.ServerOptions{
@@ -162,6 +170,9 @@ func New(relay *core.Relay, opt Options) *Server {
 	s.addPrompts()
 	if opt.AMP != nil {
 		s.addAMP()
+	}
+	if s.tasks != nil {
+		s.tasks.install(s.srv)
 	}
 	return s
 }
@@ -184,9 +195,21 @@ func (s *Server) OperatorID() string { return s.operatorID }
 func (s *Server) Name() string { return "mcp" }
 
 // Run does the adapter's background work until ctx ends: resource-updated
-// notifications driven by the relay's events.
+// notifications driven by the relay's events, and the MCP tasks (those
+// left working when the hub last stopped are done again). When it
+// returns the tasks running here have stopped; they stay working in the
+// store for the next start.
 func (s *Server) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	if s.tasks != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.tasks.resume(ctx) }()
+	}
 	s.Watch(ctx)
+	wg.Wait()
+	if s.tasks != nil {
+		s.tasks.shutdown()
+	}
 	return nil
 }
 

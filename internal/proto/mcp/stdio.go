@@ -103,6 +103,10 @@ func (b *localBackend) server(ctx context.Context) (*sdk.Server, func(), error) 
 
 func (b *localBackend) serve(ctx context.Context, r *router) {
 	var wg sync.WaitGroup
+	if b.s.tasks != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); b.s.tasks.notifyOver(ctx, r) }()
+	}
 	if b.opt.Agent != "" {
 		c := caller{p: b.opt.Caller, agentID: b.s.agentFor(b.opt.Caller, b.opt.Agent)}
 		ch := &channel{inbox: &localInbox{s: b.s, c: c}, notify: r, log: b.s.opt.Logger, allowed: b.s.allowedSender(c)}

@@ -454,13 +454,16 @@ func isLoopback(addr string) bool {
 // fails), then stops in the order of the package doc and returns. The
 // store is closed when it returns; Close may still be called.
 func (h *Hub) Serve(ctx context.Context, ln net.Listener) error {
+	// Requests end when the hub stops (ctx ends or something fails):
+	// streams end with them.
+	reqCtx, endRequests := context.WithCancel(ctx)
+	defer endRequests()
 	srv := &http.Server{
 		Handler:           h.Handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
-		// Requests end with ctx: streams end when the hub stops.
-		BaseContext: func(net.Listener) context.Context { return ctx },
+		BaseContext:       func(net.Listener) context.Context { return reqCtx },
 	}
 	stage := func(s string) {
 		h.log.Debug("hub stopped", "stage", s)
@@ -519,7 +522,8 @@ func (h *Hub) Serve(ctx context.Context, ln net.Listener) error {
 	case err = <-served:
 		served <- err
 	}
-	// 1. Stop accepting, let the requests in flight end.
+	// 1. Stop accepting, end the requests in flight.
+	endRequests()
 	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
 	if serr := srv.Shutdown(sctx); serr != nil {
 		h.log.Warn("requests still in flight at shutdown were cut off", "err", serr)

@@ -186,7 +186,7 @@ func TestCompletion(t *testing.T) {
 	e := newEnv(t, hub.Options{}, mcpadapter.Options{})
 	ctx := context.Background()
 	for _, a := range []struct{ id, cap string }{{"tr-1", "translate"}, {"tr-2", "transcribe"}, {"sum", "summarize"}} {
-		if _, _, err := e.hub.Relay.Register(ctx, &core.Agent{ID: a.id, Capabilities: []string{a.cap}}, 0); err != nil {
+		if _, _, err := e.hub.Relay.RegisterAs(ctx, core.AdminPrincipal(), &core.Agent{ID: a.id, Capabilities: []string{a.cap}}, 0); err != nil {
 			t.Fatal(err)
 		}
 	}

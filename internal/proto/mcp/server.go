@@ -142,6 +142,9 @@ func New(relay *core.Relay, opt Options) *Server {
 	opt.defaults()
 	s := &Server{relay: relay, opt: opt, ensured: map[string]time.Time{},
 		operatorID: relay.InternalID(operatorKind)}
+	// Logging stays declared (logging/setLevel) for the revisions before
+	// 2026-07-28, which deprecated it.
+	//lint:ignore SA1019 served for the older revisions
 	caps := &sdk.ServerCapabilities{Logging: &sdk.LoggingCapabilities{}}
 	instr := instructions
 	if opt.Agent != "" {

@@ -214,6 +214,9 @@ func (b *remoteBackend) server(ctx context.Context) (*sdk.Server, func(), error)
 	init := cs.InitializeResult()
 	impl := &sdk.Implementation{Name: "switchboard", Version: version}
 	opts := &sdk.ServerOptions{
+		// Logging stays declared (logging/setLevel) for the revisions before
+		// 2026-07-28, which deprecated it.
+		//lint:ignore SA1019 served for the older revisions
 		Capabilities: &sdk.ServerCapabilities{Logging: &sdk.LoggingCapabilities{}},
 		SubscribeHandler: func(ctx context.Context, req *sdk.SubscribeRequest) error {
 			return cs.Subscribe(ctx, &sdk.SubscribeParams{URI: req.Params.URI})

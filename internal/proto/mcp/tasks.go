@@ -231,7 +231,10 @@ func (m *taskManager) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 			}}, nil
 		case "tools/list":
 			res, err := next(ctx, method, req)
-			if err != nil {
+			if err != nil || modernRequest(req) {
+				// Under the extension the server decides per call: tools
+				// declare nothing (and the SDK's result keeps its
+				// resultType and cache fields).
 				return res, err
 			}
 			return &augmented{Result: res, add: func(v map[string]any) {
@@ -279,6 +282,13 @@ func (m *taskManager) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 		}
 		return next(ctx, method, req)
 	}
+}
+
+// modernRequest reports whether req is of the 2026-07-28 era (its _meta
+// carries the protocol version).
+func modernRequest(req sdk.Request) bool {
+	p := req.GetParams()
+	return p != nil && p.GetMeta()[metaProtocolVersion] != nil
 }
 
 // taskAsked tells whether a tools/call asks for a task: a 2026 request

@@ -70,7 +70,7 @@ func TestListAgents(t *testing.T) {
 		lease time.Duration
 	}{{"translator", []string{"translate"}, 300 * time.Second}, {"summarizer", []string{"summarize"}, 300 * time.Second},
 		{"old-translator", []string{"translate"}, 10 * time.Second}} {
-		if _, _, err := e.hub.Relay.Register(ctx, &core.Agent{ID: a.id, Capabilities: a.caps, Protocol: "atp"}, a.lease); err != nil {
+		if _, _, err := e.hub.Relay.RegisterAs(ctx, core.AdminPrincipal(), &core.Agent{ID: a.id, Capabilities: a.caps, Protocol: "atp"}, a.lease); err != nil {
 			t.Fatal(err)
 		}
 	}

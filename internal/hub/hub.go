@@ -282,6 +282,8 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	h.AMP = amp.New(&ampstore.Store{Records: st, Clock: clock})
 	ampHandler := ampapi.New(h.AMP, h.log)
 	h.Mux.Handle("GET /v4/amp", ampHandler)
+	h.Mux.Handle("OPTIONS /v4/amp", ampHandler) // CORS preflight: 204, as the reference
+	h.Mux.Handle("OPTIONS /v4/tick", ampHandler)
 	// A tick writes the session's state: with auth on it needs a
 	// credential, like every other write.
 	h.Mux.Handle("POST /v4/tick", members(ampHandler))

@@ -148,6 +148,19 @@ func runEmbeddedMCP(ctx context.Context, s stdio, o hub.Options, mo mcpadapter.O
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
+	// Whoever runs the command owns the hub's data: the operator (with
+	// auth off, dev mode).
+	mo.Caller = core.AdminPrincipal()
+	if o.Dev {
+		mo.Caller = core.DevPrincipal()
+	}
+	mo.AMP, mo.Records = h.AMP, h.Store
+	// The bound agent exists before anyone is told where the hub is, so
+	// that a message sent to it at once is kept for the session.
+	if err := mcpadapter.PrepareAgent(hctx, h.Relay, mo); err != nil {
+		fmt.Fprintf(s.err, "mcp: --agent %s: %v\n", mo.Agent, err)
+		return exitFailure
+	}
 	if listen {
 		ln, err := net.Listen("tcp", o.Addr)
 		if err != nil {
@@ -167,13 +180,6 @@ func runEmbeddedMCP(ctx context.Context, s stdio, o hub.Options, mo mcpadapter.O
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = h.Relay.Run(hctx) }()
 	}
-	// Whoever runs the command owns the hub's data: the operator (with
-	// auth off, dev mode).
-	mo.Caller = core.AdminPrincipal()
-	if o.Dev {
-		mo.Caller = core.DevPrincipal()
-	}
-	mo.AMP, mo.Records = h.AMP, h.Store
 	if err := mcpadapter.ServeStdio(hctx, mcpadapter.Local(h.Relay, mo), s.in, s.out); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(s.err, "mcp: %v\n", err)
 		return exitFailure

@@ -162,3 +162,79 @@ func call(t *testing.T, cs *sdk.ClientSession, name string, args, out any) {
 		t.Fatal(err)
 	}
 }
+
+// TestMCPChannelCommand: "switchboard mcp --embedded --dev --agent
+// reviewer": the agent exists as soon as the hub says where it listens
+// (a message sent before the host has even initialized is kept), and
+// once the host initializes the message arrives as a channel event.
+func TestMCPChannelCommand(t *testing.T) {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	errR, errW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		done <- runMain(ctx, []string{"mcp", "--embedded", "--dev", "--agent", "reviewer", "--addr", "127.0.0.1:0", "--data", t.TempDir()},
+			stdio{in: inR, out: outW, err: errW})
+		outW.Close()
+		errW.Close()
+	}()
+	hubURL := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(errR)
+		re := regexp.MustCompile(`embedded hub listening on (http://[0-9.:]+)`)
+		for sc.Scan() {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				hubURL <- m[1]
+			}
+		}
+	}()
+	var base string
+	select {
+	case base = <-hubURL:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no listening line within 30 s")
+	}
+	b, _ := json.Marshal(map[string]any{"message_id": "early", "sender": "ci", "receiver": "reviewer", "type": "task",
+		"payload": map[string]any{"text": "sent before the host connected"}})
+	resp, err := http.Post(base+"/atp/send", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("send to the bound agent right away: %d", resp.StatusCode)
+	}
+	lines := bufio.NewScanner(outR)
+	write := func(v string) {
+		if _, err := io.WriteString(inW, v+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"experimental":{"claude/channel":{}}},"clientInfo":{"name":"raw","version":"1"}}}`)
+	write(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	found := make(chan map[string]any, 1)
+	go func() {
+		for lines.Scan() {
+			var m map[string]any
+			if json.Unmarshal(lines.Bytes(), &m) == nil && m["method"] == "notifications/claude/channel" {
+				found <- m["params"].(map[string]any)
+				return
+			}
+		}
+	}()
+	select {
+	case p := <-found:
+		if p["content"] != "sent before the host connected" || p["meta"].(map[string]any)["message_id"] != "early" {
+			t.Fatalf("event = %v", p)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no channel event within 30 s")
+	}
+	inW.Close()
+	go func() { _, _ = io.Copy(io.Discard, outR) }()
+	if code := <-done; code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+}

@@ -86,6 +86,18 @@ func (nopWriteCloser) Close() error { return nil }
 // channel notifications.
 func Local(relay *core.Relay, opt Options) Backend { return &localBackend{relay: relay, opt: opt} }
 
+// PrepareAgent registers the agent a Local backend with opt is bound to
+// (opt.Agent), when it is missing, so that messages sent to it before the
+// host connects are accepted and kept. It does nothing without opt.Agent.
+func PrepareAgent(ctx context.Context, relay *core.Relay, opt Options) error {
+	if opt.Agent == "" {
+		return nil
+	}
+	opt.defaults()
+	s := &Server{relay: relay, opt: opt, ensured: map[string]time.Time{}, operatorID: relay.InternalID(operatorKind)}
+	return s.ensureHost(ctx, caller{p: opt.Caller, agentID: s.agentFor(opt.Caller, opt.Agent)})
+}
+
 type localBackend struct {
 	relay *core.Relay
 	opt   Options

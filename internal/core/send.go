@@ -98,8 +98,8 @@ func (r *Relay) send(ctx context.Context, p Principal, m *Message, checkAccess, 
 		return SendResult{}, err
 	}
 	if Hidden(recv.ID) {
-		if err := Authorize(p, OpSendToInternal, RelNone); err != nil {
-			return SendResult{}, fmt.Errorf("receiver %q: %w", m.Receiver, ErrUnknownReceiver)
+		if err := r.checkToInternal(ctx, p, m); err != nil {
+			return SendResult{}, err
 		}
 	}
 	if checkAccess {
@@ -257,6 +257,33 @@ func (r *Relay) checkAnswer(ctx context.Context, p Principal, m *Message) error 
 	}
 	if Authorize(p, OpAnswer, rel) != nil {
 		return refuse()
+	}
+	return nil
+}
+
+// checkToInternal decides whether p may send m to an internal id: the hub,
+// the operator and dev mode may; an agent only to answer a message that
+// internal id sent it (OpAnswerInternal), such as the MCP operator's
+// request to a worker. Every refusal is ErrUnknownReceiver, as for an id
+// that does not exist, so that internal ids cannot be probed.
+func (r *Relay) checkToInternal(ctx context.Context, p Principal, m *Message) error {
+	if Authorize(p, OpSendToInternal, RelNone) == nil {
+		return nil
+	}
+	rel := RelNone
+	if m.CorrelationID != "" && p.AgentID != "" {
+		rc, err := r.store.GetReceipt(ctx, m.CorrelationID)
+		switch {
+		case err == nil && rc.Sender == m.Receiver:
+			if rel, err = r.relationToMessage(ctx, m.Sender, rc, true); err != nil {
+				return err
+			}
+		case err != nil && !errors.Is(err, ErrNotFound):
+			return err
+		}
+	}
+	if Authorize(p, OpAnswerInternal, rel) != nil {
+		return fmt.Errorf("receiver %q: %w", m.Receiver, ErrUnknownReceiver)
 	}
 	return nil
 }

@@ -157,6 +157,14 @@ type Adapter interface {
 	Run(ctx context.Context) error
 }
 
+// Challenger is an optional part of the adapter contract: the
+// WWW-Authenticate challenge of the 401 the hub answers, for a request to
+// one of the adapter's routes, when it refuses the request's credential
+// before the adapter sees it (ok false: not the adapter's route).
+type Challenger interface {
+	Challenge(r *http.Request) (challenge string, ok bool)
+}
+
 // worker is a background job the hub runs until its context ends.
 type worker struct {
 	name string
@@ -280,12 +288,12 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	// A tick writes the session's state: with auth on it needs a
 	// credential, like every other write.
 	h.Mux.Handle("POST /v4/tick", members(ampHandler))
-	// The operator's MCP identity is an internal id: no caller can
-	// register it ahead of the operator, and nobody can guess it.
+	// MCP acts for the operator as an internal id (OperatorID): no caller
+	// can register it ahead of the operator, and nobody can guess it.
 	mcpSrv := mcpadapter.New(relay, mcpadapter.Options{Version: opt.Version, Logger: log, AMP: h.AMP, MaxBody: opt.MaxBody,
-		HostAgentID: mcpHostID(relay, opt.Dev)})
+		Records: st})
 	mcpSrv.Mount(h.Mux)
-	h.workers = append(h.workers, worker{"mcp resource updates", mcpSrv.Watch})
+	h.adapters = append(h.adapters, mcpSrv)
 	met := metrics.New(relay, metrics.WithPublic(opt.MetricsPublic))
 	h.workers = append(h.workers, worker{"metrics", met.Run})
 	h.conns.register(met.Registry())
@@ -304,7 +312,13 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	}
 	limiter := ratelimit.New(limit, opt.RateBurst)
 	// Security headers outermost, so refusals (401, 429) carry them too.
-	h.Handler = secureHeaders(authenticated(authn, limiter, rateLimited(limiter, unrouted(h.Mux))), opt.TLSCert != "")
+	var challenges []Challenger
+	for _, a := range h.adapters {
+		if c, ok := a.(Challenger); ok {
+			challenges = append(challenges, c)
+		}
+	}
+	h.Handler = secureHeaders(authenticated(authn, limiter, challenges, rateLimited(limiter, unrouted(h.Mux))), opt.TLSCert != "")
 	h.Handler = tracing.Middleware(h.Handler)
 	if d := cmp.Or(opt.BodyTimeout, DefaultBodyTimeout); d > 0 {
 		h.Handler = bodyDeadline(d, h.Handler)
@@ -390,17 +404,6 @@ func deriveKey(key []byte, purpose string) []byte {
 	mac := hmac.New(sha256.New, key)
 	mac.Write([]byte(purpose))
 	return mac.Sum(nil)
-}
-
-// mcpHostID is the id the MCP server acts as for the operator (and, in dev
-// mode, for every host): with auth on an internal id of the hub's, so that
-// no agent can register it first and receive what is meant for the
-// operator; in dev mode the familiar mcp-host.
-func mcpHostID(relay *core.Relay, dev bool) string {
-	if dev {
-		return mcpadapter.DefaultHostAgentID
-	}
-	return relay.InternalID("mcp-operator")
 }
 
 // adminToken returns the configured admin token or the one kept in the

@@ -32,6 +32,7 @@ type Stdio struct {
 const hookUsage = `Usage:
   switchboard hook <event> [flags] < host-payload.json
   switchboard hook install --host claude-code [--write] [flags]
+  switchboard hook inbox <event> --hub URL --agent ID   (see switchboard hook inbox --help)
 
 Runs the AMP 0.1 motivation engine for one host hook event. The host's hook
 JSON is read on stdin (Claude Code's contract) and the reply JSON is written
@@ -142,7 +143,13 @@ func Main(ctx context.Context, args []string, s Stdio) int {
 		return ExitOK
 	}
 	if args[0] == "install" {
+		if hasFlag(args[1:], "inbox") {
+			return runInboxInstall(args[1:], s)
+		}
 		return runHookInstall(args[1:], s)
+	}
+	if args[0] == "inbox" {
+		return runInbox(ctx, args[1:], s)
 	}
 	event := args[0]
 	vals, help := parseEventFlags(args[1:], s.Err)

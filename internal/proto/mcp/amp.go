@@ -9,7 +9,6 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-hub/switchboard/internal/amp"
-	"github.com/switchboard-hub/switchboard/internal/auth"
 )
 
 // AMP spec document URIs: the AMP 0.1 name and the reference
@@ -53,7 +52,7 @@ func (s *Server) addAMP() {
 					MIMEType: "application/json", Text: string(amp.SpecDocumentJSON())}}}, nil
 			})
 	}
-	sdk.AddTool(s.srv, &sdk.Tool{Name: "amp_tick", Title: "AMP tick",
+	tool(s, &sdk.Tool{Name: "amp_tick", Title: "AMP tick",
 		Description: "Run one AMP 0.1 tick for a session: give the host event (and the message, tool call or " +
 			"result it carries) and get the AMP envelope and what the host should do (inject, deny, block)."}, s.ampTick)
 }
@@ -94,11 +93,11 @@ func (s *Server) ampTick(ctx context.Context, req *sdk.CallToolRequest, in AMPTi
 	}
 	// Each credential has its own AMP sessions (local transports and dev
 	// mode have no credential and share one namespace).
-	r, err := s.opt.AMP.Step(ctx, amp.TickInput{SessionID: sid, Owner: ampOwner(ctx, req.Extra), Event: amp.HostEvent(in.Event), Message: in.Message,
+	r, err := s.opt.AMP.Step(ctx, amp.TickInput{SessionID: sid, Owner: s.ampOwner(req.Extra), Event: amp.HostEvent(in.Event), Message: in.Message,
 		ToolName: in.ToolName, ToolInput: in.ToolInput, Result: in.Result, Success: in.Success, Source: in.Source,
 		Trigger: in.Trigger, Summary: in.Summary, Force: in.Force, DetectedTriggers: in.DetectedTriggers})
 	if errors.Is(err, amp.ErrUnknownEvent) || errors.Is(err, amp.ErrUnknownTrigger) {
-		return nil, AMPTickOutput{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, AMPTickOutput{}, invalid("%v", err)
 	}
 	if err != nil {
 		return nil, AMPTickOutput{}, err
@@ -114,12 +113,8 @@ func (s *Server) ampTick(ctx context.Context, req *sdk.CallToolRequest, in AMPTi
 	return nil, out, nil
 }
 
-// ampOwner names the credential a tool call comes with: the token's
-// principal key over HTTP, else the principal in ctx ("" for local
-// transports and dev mode).
-func ampOwner(ctx context.Context, extra *sdk.RequestExtra) string {
-	if extra != nil && extra.TokenInfo != nil {
-		return extra.TokenInfo.UserID
-	}
-	return auth.From(ctx).Key()
+// ampOwner names the credential a tool call comes with: its principal's
+// key ("" for dev mode and for local transports acting in dev mode).
+func (s *Server) ampOwner(extra *sdk.RequestExtra) string {
+	return s.callerOf(extra).p.Key()
 }

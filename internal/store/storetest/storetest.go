@@ -886,6 +886,50 @@ var completeCases = []testCase{
 			})
 		}
 	}},
+	{"a timeout after failed attempts keeps the last error", func(t *testing.T, s core.Store) {
+		// The scheduler ends a message whose TTL passed at its next
+		// attempt with a timeout outcome that carries no error of its own:
+		// the dead letter must keep what the last attempt saw.
+		tests := []struct {
+			name  string
+			retry core.Outcome
+			end   core.Outcome
+			code  int
+			err   string
+		}{
+			{"receiver answered 500", core.Outcome{Kind: core.OutcomeRetry, Code: 500, Error: "receiver answered 500"},
+				core.Outcome{Kind: core.OutcomeTimeout, Detail: "ttl passed before delivery"}, 500, "receiver answered 500"},
+			{"connection refused", core.Outcome{Kind: core.OutcomeRetry, Error: "dial tcp 127.0.0.1:9: connect: connection refused"},
+				core.Outcome{Kind: core.OutcomeTimeout, Detail: "ttl passed before delivery"}, 0, "dial tcp 127.0.0.1:9: connect: connection refused"},
+			{"a timeout with its own error", core.Outcome{Kind: core.OutcomeRetry, Code: 503, Error: "busy"},
+				core.Outcome{Kind: core.OutcomeTimeout, Code: 504, Error: "gave up"}, 504, "gave up"},
+		}
+		for i, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				id, recv := fmt.Sprintf("kept-%d", i), fmt.Sprintf("kept-rcv-%d", i)
+				send(t, s, id, "alice", recv, base)
+				cs := claim(t, s, at(10*time.Second), at(40*time.Second), "o1", 10, 10)
+				wantClaims(t, "claim", cs, recv+"/alice:"+id)
+				o := tt.retry
+				o.MessageID, o.At, o.NextAt = id, at(11*time.Second), at(20*time.Second)
+				complete(t, s, "o1", core.LaneResult{Lane: cs[0].Lane, Outcomes: []core.Outcome{o}, NextAt: o.NextAt})
+				cs = claim(t, s, at(20*time.Second), at(50*time.Second), "o1", 10, 10)
+				wantClaims(t, "claim again", cs, recv+"/alice:"+id)
+				o = tt.end
+				o.MessageID, o.At = id, at(21*time.Second)
+				complete(t, s, "o1", core.LaneResult{Lane: cs[0].Lane, Outcomes: []core.Outcome{o}})
+				r := receipt(t, s, id)
+				if r.Status != core.StatusTimeout || r.Attempts != 1 || r.Code != tt.code || r.LastError != tt.err {
+					t.Fatalf("receipt = status %s attempts %d code %d error %q; want timeout 1 %d %q",
+						r.Status, r.Attempts, r.Code, r.LastError, tt.code, tt.err)
+				}
+				dl, err := s.DeadLetters(context.Background(), core.DeadLetterFilter{Receiver: recv})
+				if err != nil || len(dl) != 1 || dl[0].LastError != tt.err || dl[0].Code != tt.code {
+					t.Fatalf("dead letters = %s, %v; want one with code %d and error %q", jsonText(dl), err, tt.code, tt.err)
+				}
+			})
+		}
+	}},
 	{"retry holds the lane back until NextAt", func(t *testing.T, s core.Store) {
 		send(t, s, "m1", "alice", "bob", base)
 		send(t, s, "m2", "alice", "bob", at(time.Second))

@@ -30,9 +30,9 @@ type Encoder interface {
 }
 
 // Signer adds authentication headers (for example an HMAC signature) to an
-// outgoing request for agent a.
+// outgoing request carrying message messageID to agent a.
 type Signer interface {
-	Sign(req *http.Request, a *core.Agent, body []byte) error
+	Sign(req *http.Request, a *core.Agent, messageID string, body []byte) error
 }
 
 // Deliverer posts messages to callback URLs.
@@ -73,7 +73,7 @@ func (d *Deliverer) Deliver(ctx context.Context, a *core.Agent, m *core.Message)
 		req.Header["Traceparent"] = v[4:5:5]
 	}
 	if d.Signer != nil {
-		if err := d.Signer.Sign(req, a, body); err != nil {
+		if err := d.Signer.Sign(req, a, m.ID, body); err != nil {
 			return core.Delivery{Kind: core.OutcomeRetry, Err: fmt.Errorf("sign request: %w", err)}
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/amp"
 	"github.com/switchboard-hub/switchboard/internal/amp/ampapi"
 	"github.com/switchboard-hub/switchboard/internal/amp/ampstore"
+	"github.com/switchboard-hub/switchboard/internal/audit"
 	"github.com/switchboard-hub/switchboard/internal/auth"
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/dashboard"
@@ -87,6 +88,9 @@ type Options struct {
 	// is closed unanswered. 0 means DefaultMaxConns (less if the
 	// process's open-file limit is lower), negative means no bound.
 	MaxConns int
+	// NoRequestLog turns off the request log (one INFO record per
+	// answered request; see docs/logging.md). The audit log stays on.
+	NoRequestLog bool
 }
 
 // DefaultBodyTimeout is Options.BodyTimeout's default.
@@ -203,7 +207,7 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	mcpSrv := mcpadapter.New(relay, mcpadapter.Options{Version: opt.Version, Logger: log, AMP: h.AMP, MaxBody: opt.MaxBody})
 	mcpSrv.Mount(h.Mux)
 	go mcpSrv.Watch(ctx)
-	met := metrics.New(relay, metrics.WithPublic(opt.MetricsPublic))
+	met := metrics.New(relay, metrics.WithPublic(opt.MetricsPublic), metrics.WithVersion(opt.Version))
 	go met.Run(ctx)
 	h.conns.register(met.Registry())
 	h.Mux.Handle("GET /metrics", met.Handler())
@@ -223,6 +227,9 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	// Security headers outermost, so refusals (401, 429) carry them too.
 	h.Handler = secureHeaders(authenticated(authn, limiter, rateLimited(limiter, unrouted(h.Mux))), opt.TLSCert != "")
 	h.Handler = tracing.Middleware(h.Handler)
+	rec := audit.New(log)
+	go auditRelay(ctx, relay.Events(), rec)
+	h.Handler = newObserver(h.Mux, log, !opt.NoRequestLog, rec, met.HTTP()).wrap(h.Handler)
 	if d := cmp.Or(opt.BodyTimeout, DefaultBodyTimeout); d > 0 {
 		h.Handler = bodyDeadline(d, h.Handler)
 	}

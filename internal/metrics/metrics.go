@@ -211,7 +211,7 @@ func newHTTP() *HTTP {
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "http_requests_total",
 			Help: "HTTP requests answered, by route pattern, method and status code."}, []string{"route", "method", "code"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "http_request_duration_seconds",
-			Help: "Time to answer an HTTP request (to the end of the handler: a stream counts its whole life), by route pattern, method and status code.",
+			Help:    "Time to answer an HTTP request (to the end of the handler: a stream counts its whole life), by route pattern, method and status code.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}, []string{"route", "method", "code"}),
 		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "http_requests_rate_limited_total",
 			Help: "Requests refused with 429 for their caller's request rate, by the kind of caller (agent or anonymous)."}, []string{"caller"}),

@@ -122,13 +122,13 @@ var ErrDevNotLoopback = errors.New("--dev (auth off) is only allowed on a loopba
 // New builds a hub.
 func New(ctx context.Context, opt Options) (*Hub, error) {
 	if opt.Addr == "" {
-		opt.Addr = "127.0.0.1:8080"
+		opt.Addr = DefaultAddr
 	}
 	if opt.DataDir == "" {
-		opt.DataDir = "switchboard-data"
+		opt.DataDir = DefaultDataDir
 	}
 	if opt.MaxBody <= 0 {
-		opt.MaxBody = 1 << 20
+		opt.MaxBody = DefaultMaxBody
 	}
 	log := opt.Logger
 	if log == nil {
@@ -193,6 +193,7 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	}
 	atp.New(relay, atp.Options{MaxBody: opt.MaxBody, Issuer: issuer, Secrets: signer, CheckURL: policy.CheckURL}).Mount(h.Mux)
 	opsapi.New(relay, opt.Version).Mount(h.Mux)
+	opsapi.NewTokens(relay, h.Creds).Mount(h.Mux)
 	mamp.New(relay, mamp.Options{MaxBody: opt.MaxBody, Issuer: issuer, Remotes: mamp.RemotesFromEnv(), Context: ctx, Logger: log, CheckURL: policy.CheckURL, Secrets: signer}).Mount(h.Mux)
 	a2a.New(relay, a2a.Options{MaxBody: opt.MaxBody, Secured: !opt.Dev, Context: ctx, Logger: log, HTTPClient: client, CheckURL: policy.CheckURL}).Mount(h.Mux)
 	a2aReg := a2aremote.NewRegistrar(relay, a2aremote.Options{Logger: log, Client: policy.Client(10 * time.Second)})

@@ -63,7 +63,11 @@ Flags:`)
 	if _, code, ok := parseArgs(fs, args, 0); !ok {
 		return code
 	}
-	c.Hub = h.hub
+	base, token, err := h.resolve()
+	if err != nil {
+		return usageError(s, "bench", err)
+	}
+	c.Hub = base
 	if *hubs != "" {
 		for _, u := range strings.Split(*hubs, ",") {
 			if u = strings.TrimSpace(u); u == "" {
@@ -73,10 +77,10 @@ Flags:`)
 			c.Hubs = append(c.Hubs, u)
 		}
 	}
-	c.Token = h.client().Token()
+	c.Token = token
 	// The progress bar redraws one line with carriage returns: only on a
 	// terminal, never into a log file or a pipe.
-	if !*quiet && !h.json && isTerminal(s.err) {
+	if !*quiet && !h.json() && isTerminal(s.err) {
 		c.Progress = func(line string) { fmt.Fprintf(s.err, "\r%s", line) }
 	}
 	if *cpuprofile != "" {
@@ -102,7 +106,7 @@ Flags:`)
 		fmt.Fprintf(s.err, "bench: %v\n", err)
 		return exitUnavail
 	}
-	if h.json {
+	if h.json() {
 		b, _ := json.MarshalIndent(res, "", "  ")
 		fmt.Fprintln(s.out, string(b))
 	} else {

@@ -267,8 +267,8 @@ func TestParseArgs(t *testing.T) {
 			if !strings.Contains(errb.String(), c.out) {
 				t.Fatalf("printed %q, want %q in it", errb.String(), c.out)
 			}
-			if ok && (strings.Join(pos, " ") != strings.Join(c.pos, " ") || h.json != c.json) {
-				t.Fatalf("arguments %q json %v, want %q json %v", pos, h.json, c.pos, c.json)
+			if ok && (strings.Join(pos, " ") != strings.Join(c.pos, " ") || h.json() != c.json) {
+				t.Fatalf("arguments %q json %v, want %q json %v", pos, h.json(), c.pos, c.json)
 			}
 		})
 	}

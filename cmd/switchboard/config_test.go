@@ -116,6 +116,9 @@ func TestServeConfigErrors(t *testing.T) {
 // every command; usage after a mistake goes to standard error.
 func TestHelpOnStdout(t *testing.T) {
 	for name := range commands {
+		if hidden[name] {
+			continue
+		}
 		for _, args := range [][]string{{name, "--help"}, {"help", name}, {name, "-h"}} {
 			code, out, errOut := run(t, "", args...)
 			if code != exitOK || !strings.Contains(strings.ToLower(out), "usage") || errOut != "" {

@@ -100,7 +100,9 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nUsage: switchboard <command> [flags]\n\nCommands:")
 	names := make([]string, 0, len(commands))
 	for n := range commands {
-		names = append(names, n)
+		if !hidden[n] {
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
 	for _, n := range names {

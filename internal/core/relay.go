@@ -152,6 +152,8 @@ type Relay struct {
 	hooks   map[string][]*messageHook // message id → OnMessageEvent callbacks
 
 	agents *cache.TTL[string, *Agent]
+	// laneFails is each lane's last failed attempt (dead letters' errors).
+	laneFails laneFailures
 
 	feedMu sync.Mutex
 	feeds  map[string][]*Feed // receiver → its streams' feeds on this instance

@@ -930,6 +930,33 @@ var completeCases = []testCase{
 			})
 		}
 	}},
+	{"a dead letter without an error can be given one, once", func(t *testing.T, s core.Store) {
+		noter, ok := s.(core.DeadLetterNoter)
+		if !ok {
+			t.Skip("the store does not implement core.DeadLetterNoter")
+		}
+		ctx := context.Background()
+		send(t, s, "held", "alice", "held-rcv", base)
+		// Still queued: nothing changes.
+		if err := noter.NoteDeadLetter(ctx, "held", 500, "too early"); err != nil {
+			t.Fatal(err)
+		}
+		if r := receipt(t, s, "held"); r.LastError != "" || r.Status != core.StatusQueued {
+			t.Fatalf("a queued message was noted: %+v", r)
+		}
+		if _, err := s.ExpireDue(ctx, at(defaultTTL+time.Hour), 10); err != nil {
+			t.Fatal(err)
+		}
+		for _, note := range []string{"held behind m0", "a second note"} {
+			if err := noter.NoteDeadLetter(ctx, "held", 503, note); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r := receipt(t, s, "held")
+		if r.Status != core.StatusTimeout || r.Code != 503 || r.LastError != "held behind m0" {
+			t.Fatalf("receipt = %s %d %q; want timeout 503 \"held behind m0\" (the first note only)", r.Status, r.Code, r.LastError)
+		}
+	}},
 	{"retry holds the lane back until NextAt", func(t *testing.T, s core.Store) {
 		send(t, s, "m1", "alice", "bob", base)
 		send(t, s, "m2", "alice", "bob", at(time.Second))

@@ -1360,6 +1360,70 @@ func deadLetterFixture(t *testing.T, s core.Store) {
 }
 
 var deadLetterCases = []testCase{
+	{"history search, newest first, a page at a time", func(t *testing.T, s core.Store) {
+		searcher, ok := s.(core.MessageSearcher)
+		if !ok {
+			t.Skip("the store does not implement core.MessageSearcher")
+		}
+		ctx := context.Background()
+		for i, m := range []struct{ id, from, to string }{
+			{"h1", "alice", "bob"}, {"h2", "carol", "bob"}, {"h3", "alice", "dave"}, {"h4", "bob", "alice"}, {"h5", "alice", "bob"},
+		} {
+			send(t, s, m.id, m.from, m.to, at(time.Duration(i)*time.Second))
+		}
+		mm, r := newMessage("h6", "erin", "bob", at(6*time.Second))
+		mm.Parts = []core.Part{{Kind: core.PartText, Text: "a needle in the body"}}
+		mm.Protocol = "mamp"
+		mustAcceptMsg(t, s, mm, r)
+		cs := claim(t, s, at(10*time.Second), at(40*time.Second), "o", 10, 10)
+		for _, c := range cs {
+			if c.Lane.Sender == "carol" {
+				complete(t, s, "o", core.LaneResult{Lane: c.Lane, Outcomes: []core.Outcome{{MessageID: "h2", Kind: core.OutcomeDelivered, At: at(11 * time.Second), Code: 200}}})
+			}
+		}
+		ids := func(q core.MessageQuery) string {
+			t.Helper()
+			got, err := searcher.SearchMessages(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, sm := range got {
+				if sm.Message.ID != sm.Receipt.MessageID {
+					t.Fatalf("message %s with receipt %s", sm.Message.ID, sm.Receipt.MessageID)
+				}
+				out = append(out, sm.Message.ID+":"+string(sm.Receipt.Status))
+			}
+			return strings.Join(out, ",")
+		}
+		tests := []struct {
+			name string
+			q    core.MessageQuery
+			want string
+		}{
+			{"all", core.MessageQuery{}, "h6:queued,h5:queued,h4:queued,h3:queued,h2:delivered,h1:queued"},
+			{"agent as sender or receiver", core.MessageQuery{Agent: "alice"}, "h5:queued,h4:queued,h3:queued,h1:queued"},
+			{"sender and receiver", core.MessageQuery{Sender: "alice", Receiver: "bob"}, "h5:queued,h1:queued"},
+			{"status", core.MessageQuery{Status: core.StatusDelivered}, "h2:delivered"},
+			{"text in the content", core.MessageQuery{Text: "needle"}, "h6:queued"},
+			{"text in an id", core.MessageQuery{Text: "h3"}, "h3:queued"},
+			{"protocol", core.MessageQuery{Protocol: "mamp"}, "h6:queued"},
+			{"first page", core.MessageQuery{Limit: 2}, "h6:queued,h5:queued"},
+			{"nothing", core.MessageQuery{Text: "absent"}, ""},
+		}
+		for _, tt := range tests {
+			if got := ids(tt.q); got != tt.want {
+				t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
+			}
+		}
+		page, err := searcher.SearchMessages(ctx, core.MessageQuery{Limit: 2})
+		if err != nil || len(page) != 2 {
+			t.Fatalf("first page: %v %v", page, err)
+		}
+		if got := ids(core.MessageQuery{Limit: 2, BeforeSeq: page[1].Message.Seq}); got != "h4:queued,h3:queued" {
+			t.Errorf("second page: %s, want h4, h3", got)
+		}
+	}},
 	{"newest first, filtered", func(t *testing.T, s core.Store) {
 		deadLetterFixture(t, s)
 		tests := []struct {

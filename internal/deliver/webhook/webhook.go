@@ -6,6 +6,7 @@ package webhook
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -123,14 +124,30 @@ func Classify(status int, reply []byte) core.Delivery {
 				if code == 0 {
 					code = http.StatusUnprocessableEntity
 				}
-				return core.Delivery{Kind: core.OutcomeRejected, Code: code, Reply: keep, Detail: ack.Detail}
+				why := ack.Detail
+				if why == "" {
+					why = fmt.Sprintf("receiver rejected it (code %d)", code)
+				}
+				// The refusal's text is the dead letter's last error.
+				return core.Delivery{Kind: core.OutcomeRejected, Code: code, Reply: keep, Detail: ack.Detail, Err: errors.New(why)}
 			}
 		}
 		return core.Delivery{Kind: core.OutcomeDelivered, Code: status, Reply: keep}
 	case status == http.StatusRequestTimeout || status == http.StatusTooEarly || status == http.StatusTooManyRequests || status >= 500:
 		return core.Delivery{Kind: core.OutcomeRetry, Code: status, Err: fmt.Errorf("receiver answered %d", status)}
 	default:
-		return core.Delivery{Kind: core.OutcomeRejected, Code: status, Reply: keep, Detail: fmt.Sprintf("receiver answered %d", status)}
+		why := fmt.Sprintf("receiver answered %d", status)
+		var body struct {
+			Detail  string `json:"detail"`
+			Message string `json:"message"`
+		}
+		if keep != nil && json.Unmarshal(keep, &body) == nil {
+			if d := cmp.Or(body.Detail, body.Message); d != "" {
+				why += ": " + d
+			}
+		}
+		return core.Delivery{Kind: core.OutcomeRejected, Code: status, Reply: keep, Detail: fmt.Sprintf("receiver answered %d", status),
+			Err: errors.New(why)}
 	}
 }
 

@@ -181,9 +181,11 @@ type Registered struct {
 	// Token is the agent's bearer credential, returned by its first
 	// registration only (auth on); Register starts using it.
 	Token string `json:"token,omitempty"`
-	// SigningSecret verifies the hub's webhooks: pass
+	// SigningSecret ("whsec_…") verifies the hub's webhooks, which are
+	// signed in the Standard Webhooks format: pass
 	// webhooksig.NewVerifier([]byte(SigningSecret)) as
-	// CallbackOptions.Verifier.
+	// CallbackOptions.Verifier, or give it to any Standard Webhooks
+	// library.
 	SigningSecret string `json:"signing_secret,omitempty"`
 }
 

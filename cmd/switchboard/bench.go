@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"runtime/pprof"
 	"strings"
@@ -32,7 +33,7 @@ func runBench(ctx context.Context, args []string, s stdio) int {
 	fs.StringVar(&c.Receive, "receive", bench.ReceivePush, "how the receiver gets messages: push (a local callback URL; works with any ATP relay) or stream (Switchboard's /atp/stream with batched /atp/ack)")
 	fs.StringVar(&c.IDs, "ids", bench.IDsOrdered, "how senders make message ids: ordered (UUIDv7s, growing with time, as the Go client makes them), random (128 random bits, like UUIDv4s) or sender (the sender's number and a count)")
 	hubs := fs.String("hubs", "", "comma-separated base URLs of several hub instances sharing one store: senders are spread round-robin across them, the receiver registers on the first (overrides --hub)")
-	quiet := fs.Bool("quiet", false, "no progress bar")
+	quiet := fs.Bool("quiet", false, "no progress bar (there is none anyway unless standard error is a terminal)")
 	cpuprofile := fs.String("cpuprofile", "", "write the load generator's own CPU profile to this file (for go tool pprof)")
 	fs.Usage = func() {
 		fmt.Fprintln(s.err, `Usage: switchboard bench [flags]
@@ -51,7 +52,9 @@ per delivered message by the load generator and, when the hub's /metrics
 answers (the admin token, or --metrics-public), by the hub (summed over the
 --hubs URLs). Each sender registers as an agent and sends with the
 credential the hub issues it, as agents do; a hub that issues none (--dev,
-or another relay) gets --token from every sender.
+or another relay) gets --token from every sender. Every agent the run
+registers is deregistered when it ends. The progress bar is drawn on
+standard error only when that is a terminal.
 Works against any ATP-compatible relay. Use --json for machine-readable output.
 
 Flags:`)
@@ -60,7 +63,11 @@ Flags:`)
 	if _, code, ok := parseArgs(fs, args, 0); !ok {
 		return code
 	}
-	c.Hub = h.hub
+	base, token, err := h.resolve()
+	if err != nil {
+		return usageError(s, "bench", err)
+	}
+	c.Hub = base
 	if *hubs != "" {
 		for _, u := range strings.Split(*hubs, ",") {
 			if u = strings.TrimSpace(u); u == "" {
@@ -70,8 +77,10 @@ Flags:`)
 			c.Hubs = append(c.Hubs, u)
 		}
 	}
-	c.Token = h.client().Token()
-	if !*quiet && !h.json {
+	c.Token = token
+	// The progress bar redraws one line with carriage returns: only on a
+	// terminal, never into a log file or a pipe.
+	if !*quiet && !h.json() && isTerminal(s.err) {
 		c.Progress = func(line string) { fmt.Fprintf(s.err, "\r%s", line) }
 	}
 	if *cpuprofile != "" {
@@ -97,7 +106,7 @@ Flags:`)
 		fmt.Fprintf(s.err, "bench: %v\n", err)
 		return exitUnavail
 	}
-	if h.json {
+	if h.json() {
 		b, _ := json.MarshalIndent(res, "", "  ")
 		fmt.Fprintln(s.out, string(b))
 	} else {
@@ -107,4 +116,14 @@ Flags:`)
 		return exitFailure
 	}
 	return exitOK
+}
+
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

@@ -269,8 +269,8 @@ func TestParseArgs(t *testing.T) {
 			if !strings.Contains(errb.String(), c.out) {
 				t.Fatalf("printed %q, want %q in it", errb.String(), c.out)
 			}
-			if ok && (strings.Join(pos, " ") != strings.Join(c.pos, " ") || h.json != c.json) {
-				t.Fatalf("arguments %q json %v, want %q json %v", pos, h.json, c.pos, c.json)
+			if ok && (strings.Join(pos, " ") != strings.Join(c.pos, " ") || h.json() != c.json) {
+				t.Fatalf("arguments %q json %v, want %q json %v", pos, h.json(), c.pos, c.json)
 			}
 		})
 	}
@@ -359,5 +359,32 @@ func TestSendTakesTheHubsDefaultTTL(t *testing.T) {
 		if got < c.ttl-5*time.Second || got > c.ttl+5*time.Second {
 			t.Fatalf("%v: expires %v after the send, want about %v", args, got, c.ttl)
 		}
+	}
+}
+
+// TestBenchProgressOnlyOnATerminal: without --quiet, bench writes no
+// progress bar (carriage returns) when standard error is not a terminal,
+// and says it removed the agents it registered.
+func TestBenchProgressOnlyOnATerminal(t *testing.T) {
+	h, base := hubtest.Start(t, hub.Options{})
+	t.Setenv("SWITCHBOARD_HUB", base)
+	t.Setenv("SWITCHBOARD_TOKEN", h.AdminToken)
+	logFile, err := os.Create(filepath.Join(t.TempDir(), "bench.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	var out bytes.Buffer
+	code := runMain(context.Background(), []string{"bench", "--messages", "20", "--senders", "2", "--receive", "stream", "--duration", "3s"},
+		stdio{in: strings.NewReader(""), out: &out, err: logFile})
+	logged, _ := os.ReadFile(logFile.Name())
+	if code != exitOK || strings.Contains(string(logged), "\r") {
+		t.Fatalf("bench: exit %d; stderr (a file) has carriage returns: %q", code, logged)
+	}
+	if !strings.Contains(out.String(), "agents registered 3, deregistered 3") {
+		t.Fatalf("bench did not remove its agents: %s", out.String())
+	}
+	if isTerminal(&out) || isTerminal(logFile) {
+		t.Fatal("a buffer or a regular file taken for a terminal")
 	}
 }

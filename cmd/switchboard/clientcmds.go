@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -22,7 +24,7 @@ import (
 )
 
 func init() {
-	register("agents", "list registered agents", runAgents)
+	register("agents", "list registered agents, or deregister one (agents [list] | agents deregister ID)", runAgents)
 	register("send", "send a message and optionally wait for its receipt", runSend)
 	register("receipts", "show a message's receipt", runReceipts)
 	register("dlq", "list or replay dead letters (dlq list | dlq replay ID)", runDLQ)
@@ -35,26 +37,92 @@ type multiFlag []string
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
+// defaultHub is the hub a client command talks to when nothing names one.
+const defaultHub = "http://127.0.0.1:8080"
+
+// outputFlag is --output table|json (and --json, its short form).
+type outputFlag struct {
+	format string
+	asJSON bool
+}
+
+func (o *outputFlag) add(fs *flag.FlagSet) {
+	fs.StringVar(&o.format, "output", "table", "output format: table (for people) or json")
+	fs.BoolVar(&o.asJSON, "json", false, "print JSON (the same as --output json)")
+}
+
+// check refuses an unknown --output.
+func (o *outputFlag) check() error {
+	if o.format != "" && o.format != "table" && o.format != "json" {
+		return fmt.Errorf("--output %q: want table or json", o.format)
+	}
+	return nil
+}
+
+func (o *outputFlag) json() bool { return o.asJSON || o.format == "json" }
+
 // hubFlags are the flags every client command shares.
 type hubFlags struct {
-	hub, token string
-	json       bool
+	hub, token, context string
+	outputFlag
 }
 
 func (h *hubFlags) add(fs *flag.FlagSet) {
-	fs.StringVar(&h.hub, "hub", envOr("SWITCHBOARD_HUB", "http://127.0.0.1:8080"), "hub base URL (env SWITCHBOARD_HUB)")
-	fs.StringVar(&h.token, "token", os.Getenv("SWITCHBOARD_TOKEN"), "bearer token: an agent's credential or the admin token (env SWITCHBOARD_TOKEN; default: admin.token in $SWITCHBOARD_DATA or ./switchboard-data, if readable)")
-	fs.BoolVar(&h.json, "json", false, "print JSON")
+	fs.StringVar(&h.hub, "hub", "", "hub base URL (env SWITCHBOARD_HUB; default: the context's, else "+defaultHub+")")
+	fs.StringVar(&h.token, "token", "", "bearer token: an agent's credential or the admin token (env SWITCHBOARD_TOKEN; default: the context's, else admin.token in $SWITCHBOARD_DATA or ./switchboard-data, if readable)")
+	fs.StringVar(&h.context, "context", "", "the saved context to use (env SWITCHBOARD_CONTEXT; default: the current one; see switchboard login)")
+	h.outputFlag.add(fs)
 }
 
-func (h *hubFlags) client(opts ...client.Option) *client.Client {
-	tok := h.token
-	if tok == "" {
-		if b, err := os.ReadFile(filepath.Join(envOr("SWITCHBOARD_DATA", "./switchboard-data"), "admin.token")); err == nil {
-			tok = strings.TrimSpace(string(b))
+// resolve finds the hub and the token: a flag, else its environment
+// variable, else the context (the named one, or the current one), else
+// the defaults. A context's token is used only with the context's own hub.
+func (h *hubFlags) resolve() (hub, token string, err error) {
+	if err := h.check(); err != nil {
+		return "", "", err
+	}
+	hub, token = cmp.Or(h.hub, os.Getenv("SWITCHBOARD_HUB")), cmp.Or(h.token, os.Getenv("SWITCHBOARD_TOKEN"))
+	name := cmp.Or(h.context, os.Getenv("SWITCHBOARD_CONTEXT"))
+	cf, path, lerr := loadContexts()
+	if lerr != nil && name != "" {
+		return "", "", lerr
+	}
+	if cf != nil {
+		c := cf.Contexts[cmp.Or(name, cf.Current)]
+		if c == nil && name != "" {
+			return "", "", fmt.Errorf("no context %q in %s (switchboard login --name %s saves one)", name, path, name)
+		}
+		if c != nil {
+			if hub == "" {
+				hub = c.Hub
+			}
+			if token == "" && strings.TrimRight(hub, "/") == c.Hub {
+				token = c.Token
+			}
 		}
 	}
-	return client.New(h.hub, append([]client.Option{client.WithToken(tok)}, opts...)...)
+	hub = cmp.Or(hub, defaultHub)
+	if token == "" {
+		if b, err := os.ReadFile(filepath.Join(envOr("SWITCHBOARD_DATA", "./switchboard-data"), "admin.token")); err == nil {
+			token = strings.TrimSpace(string(b))
+		}
+	}
+	return hub, token, nil
+}
+
+// client returns a client of the resolved hub with the resolved token.
+func (h *hubFlags) client(opts ...client.Option) (*client.Client, error) {
+	hub, tok, err := h.resolve()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(hub, append([]client.Option{client.WithToken(tok)}, opts...)...), nil
+}
+
+// usageError prints a command-line problem and returns exitUsage.
+func usageError(s stdio, cmd string, err error) int {
+	fmt.Fprintf(s.err, "%s: %v\n", cmd, err)
+	return exitUsage
 }
 
 // failure prints err and maps it to an exit code: 4 when the hub cannot be
@@ -95,7 +163,13 @@ func printJSON(w io.Writer, v any) {
 }
 
 func runAgents(ctx context.Context, args []string, s stdio) int {
-	fs := newFlagSet("agents", "Usage: switchboard agents [flags]\n\nLists registered agents, optionally by capability.", s)
+	if len(args) > 0 && args[0] == "deregister" {
+		return runDeregister(ctx, args[1:], s)
+	}
+	if len(args) > 0 && args[0] == "list" {
+		args = args[1:]
+	}
+	fs := newFlagSet("agents", "Usage: switchboard agents [list] [flags]\n       switchboard agents deregister [flags] AGENT_ID\n\nLists registered agents, optionally by capability (needs a credential:\nany agent's or the admin token), or deregisters one (see\n\"switchboard agents deregister --help\").", s)
 	var h hubFlags
 	h.add(fs)
 	capability := fs.String("capability", "", "only agents with this capability")
@@ -103,11 +177,15 @@ func runAgents(ctx context.Context, args []string, s stdio) int {
 	if _, code, ok := parseArgs(fs, args, 0); !ok {
 		return code
 	}
-	agents, err := h.client().Agents(ctx, *capability, *alive)
+	c, err := h.client()
+	if err != nil {
+		return usageError(s, "agents", err)
+	}
+	agents, err := c.Agents(ctx, *capability, *alive)
 	if err != nil {
 		return failure(s, "agents", err)
 	}
-	if h.json {
+	if h.json() {
 		printJSON(s.out, agents)
 		return exitOK
 	}
@@ -124,6 +202,34 @@ func runAgents(ctx context.Context, args []string, s stdio) int {
 		fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t%s\n", id, a.Alive, a.Endpoint, strings.Join(a.Capabilities, ","), seen)
 	}
 	tw.Flush()
+	return exitOK
+}
+
+func runDeregister(ctx context.Context, args []string, s stdio) int {
+	fs := newFlagSet("agents deregister", `Usage: switchboard agents deregister [flags] AGENT_ID
+
+Deregisters an agent: it leaves every listing and stops receiving; its
+queued messages end as dead letters (see docs/atp.md). Needs the admin
+token or the agent's own.
+Exit codes: 0 deregistered, 2 not allowed, 3 unknown agent, 4 hub unreachable.`, s)
+	var h hubFlags
+	h.add(fs)
+	pos, code, ok := parseArgs(fs, args, 1)
+	if !ok {
+		return code
+	}
+	c, err := h.client()
+	if err != nil {
+		return usageError(s, "agents deregister", err)
+	}
+	if err := c.Deregister(ctx, pos[0]); err != nil {
+		return failure(s, "agents deregister", err)
+	}
+	if h.json() {
+		printJSON(s.out, map[string]any{"agent_id": pos[0], "deregistered": true})
+	} else {
+		fmt.Fprintf(s.out, "%s deregistered\n", pos[0])
+	}
 	return exitOK
 }
 
@@ -212,7 +318,10 @@ message, by another sender, to another receiver or with other content),
 		fmt.Fprintln(s.err, "send: --retries must be 0 or more")
 		return exitUsage
 	}
-	c := h.client(client.WithRetries(*retries))
+	c, err := h.client(client.WithRetries(*retries))
+	if err != nil {
+		return usageError(s, "send", err)
+	}
 	m := client.Message{MessageID: *id, Sender: *from, Receiver: *to, Type: *typ, TTL: *ttl,
 		CorrelationID: *corr, ConversationID: *conv, Payload: body}
 	// One deadline for the whole wait: the hub waits with the send (up to
@@ -234,7 +343,7 @@ message, by another sender, to another receiver or with other content),
 		}
 	}
 	res.Status = status
-	if h.json {
+	if h.json() {
 		printJSON(s.out, res)
 	} else {
 		fmt.Fprintf(s.out, "%s %s", res.MessageID, status)
@@ -269,15 +378,22 @@ func runReceipts(ctx context.Context, args []string, s stdio) int {
 	if !ok {
 		return code
 	}
-	rc, err := h.client().Receipt(ctx, pos[0])
+	c, err := h.client()
+	if err != nil {
+		return usageError(s, "receipts", err)
+	}
+	rc, err := c.Receipt(ctx, pos[0])
 	if err != nil {
 		return failure(s, "receipts", err)
 	}
-	if h.json {
+	if h.json() {
 		printJSON(s.out, rc)
 		return exitOK
 	}
 	fmt.Fprintf(s.out, "message   %s\nstatus    %s\nfrom      %s\nto        %s\nattempts  %d\n", rc.MessageID, rc.Status, rc.Sender, rc.Receiver, rc.Attempts)
+	if rc.Code != 0 {
+		fmt.Fprintf(s.out, "code      %d\n", rc.Code)
+	}
 	if rc.LastError != "" {
 		fmt.Fprintf(s.out, "error     %s\n", rc.LastError)
 	}
@@ -325,13 +441,16 @@ func runDLQ(ctx context.Context, args []string, s stdio) int {
 	if !ok {
 		return code
 	}
-	c := h.client()
+	c, err := h.client()
+	if err != nil {
+		return usageError(s, "dlq", err)
+	}
 	if sub == "replay" {
 		rc, err := c.Replay(ctx, pos[0], *ttl)
 		if err != nil {
 			return failure(s, "dlq replay", err)
 		}
-		if h.json {
+		if h.json() {
 			fmt.Fprintln(s.out, string(rc))
 		} else {
 			fmt.Fprintf(s.out, "%s queued\n", pos[0])
@@ -342,12 +461,12 @@ func runDLQ(ctx context.Context, args []string, s stdio) int {
 	if err != nil {
 		return failure(s, "dlq list", err)
 	}
-	if h.json {
+	if h.json() {
 		printJSON(s.out, list)
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(s.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MESSAGE\tSTATUS\tFROM\tTO\tATTEMPTS\tLAST ERROR")
+	fmt.Fprintln(tw, "MESSAGE\tSTATUS\tFROM\tTO\tATTEMPTS\tCODE\tLAST ERROR")
 	for _, raw := range list {
 		var r struct {
 			MessageID string `json:"message_id"`
@@ -355,10 +474,15 @@ func runDLQ(ctx context.Context, args []string, s stdio) int {
 			Sender    string `json:"sender"`
 			Receiver  string `json:"receiver"`
 			Attempts  int    `json:"attempts"`
+			Code      int    `json:"code"`
 			LastError string `json:"last_error"`
 		}
 		_ = json.Unmarshal(raw, &r)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", r.MessageID, r.Status, r.Sender, r.Receiver, r.Attempts, r.LastError)
+		code := "-"
+		if r.Code != 0 {
+			code = strconv.Itoa(r.Code)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.MessageID, r.Status, r.Sender, r.Receiver, r.Attempts, code, cmp.Or(r.LastError, "-"))
 	}
 	tw.Flush()
 	return exitOK
@@ -374,7 +498,10 @@ func runTail(ctx context.Context, args []string, s stdio) int {
 	if _, code, ok := parseArgs(fs, args, 0); !ok {
 		return code
 	}
-	c := h.client()
+	c, err := h.client()
+	if err != nil {
+		return usageError(s, "tail", err)
+	}
 	q := []string{}
 	if *agent != "" {
 		q = append(q, "agent="+*agent)
@@ -413,7 +540,7 @@ func runTail(ctx context.Context, args []string, s stdio) int {
 			continue
 		}
 		data := strings.TrimPrefix(line, "data: ")
-		if h.json {
+		if h.json() {
 			fmt.Fprintln(s.out, data)
 		} else {
 			var e struct {

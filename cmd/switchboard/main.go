@@ -59,7 +59,7 @@ func runMain(ctx context.Context, args []string, s stdio) int {
 				usage(s.err)
 				return exitUsage
 			}
-			return c.run(ctx, []string{"--help"}, s)
+			return c.run(ctx, []string{"--help"}, stdio{in: s.in, out: s.out, err: s.out})
 		}
 		usage(s.out)
 		if len(args) == 0 {
@@ -73,7 +73,26 @@ func runMain(ctx context.Context, args []string, s stdio) int {
 		usage(s.err)
 		return exitUsage
 	}
+	if helpAsked(args[1:]) {
+		// Help that was asked for is the answer: it goes to standard
+		// output (usage after a mistake goes to standard error).
+		s.err = s.out
+	}
 	return c.run(ctx, args[1:], s)
+}
+
+// helpAsked reports whether args ask for help (-h, -help or --help before
+// any "--").
+func helpAsked(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help":
+			return true
+		}
+	}
+	return false
 }
 
 func usage(w io.Writer) {
@@ -81,7 +100,9 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nUsage: switchboard <command> [flags]\n\nCommands:")
 	names := make([]string, 0, len(commands))
 	for n := range commands {
-		names = append(names, n)
+		if !hidden[n] {
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
 	for _, n := range names {

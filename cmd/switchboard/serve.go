@@ -5,12 +5,19 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	iofs "io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
+
+	"github.com/peterbourgon/ff/v3"
+	"github.com/peterbourgon/ff/v3/fftoml"
 
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/tracing"
@@ -21,24 +28,25 @@ func init() { register("serve", "run the hub", runServe) }
 func runServe(ctx context.Context, args []string, s stdio) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(s.err)
+	d := hub.Defaults()
 	var o hub.Options
-	fs.StringVar(&o.Addr, "addr", envOr("SWITCHBOARD_ADDR", "127.0.0.1:8080"), "listen address (env SWITCHBOARD_ADDR)")
-	fs.StringVar(&o.DataDir, "data", envOr("SWITCHBOARD_DATA", "./switchboard-data"), "data directory of the embedded store (env SWITCHBOARD_DATA)")
-	fs.StringVar(&o.StoreURL, "store", os.Getenv("SWITCHBOARD_STORE"), "store URL: empty for the embedded store, or postgres://… (env SWITCHBOARD_STORE)")
+	fs.StringVar(&o.Addr, "addr", d.Addr, "listen address")
+	fs.StringVar(&o.DataDir, "data", d.DataDir, "data directory of the embedded store (and of the generated admin token)")
+	fs.StringVar(&o.StoreURL, "store", "", "store URL: empty for the embedded store, or postgres://…")
 	fs.BoolVar(&o.Dev, "dev", false, "development mode: auth off (only on a loopback address)")
-	fs.StringVar(&o.AdminToken, "admin-token", "", "operator token (env SWITCHBOARD_ADMIN_TOKEN; default: generated into DATA/admin.token)")
+	fs.StringVar(&o.AdminToken, "admin-token", "", "operator token (default: generated on first start into DATA/admin.token, mode 0600)")
 	fs.StringVar(&o.Host, "host", "", "the hub's host name in agent:// URIs (default: the listen host)")
-	fs.Int64Var(&o.MaxBody, "max-body", 1<<20, "largest request body in bytes")
-	fs.DurationVar(&o.BodyTimeout, "body-timeout", hub.DefaultBodyTimeout, "how long a request body may take to arrive before the request is answered 408 and its connection closed (0: no limit)")
-	fs.DurationVar(&o.Relay.DefaultTTL, "default-ttl", time.Minute, "TTL of messages that give none")
-	fs.DurationVar(&o.Relay.Retention, "retention", 24*time.Hour, "how long receipts of finished messages, and finished A2A tasks (at least 2h), are kept")
-	fs.DurationVar(&o.Relay.DeliverTimeout, "deliver-timeout", 10*time.Second, "how long one delivery attempt may take before it counts as failed and is retried")
-	fs.IntVar(&o.Relay.MaxQueue, "max-queue", 100000, "queued messages per receiver before sends are refused with 429 (-1: no limit)")
-	fs.IntVar(&o.Relay.MaxAgents, "max-agents", 0, "registered agents (alive or not, the hub's own push and callback agents included) before registering a new agent id is refused with 507 agent_limit (0: no limit)")
+	fs.Int64Var(&o.MaxBody, "max-body", d.MaxBody, "largest request body in bytes")
+	fs.DurationVar(&o.BodyTimeout, "body-timeout", d.BodyTimeout, "how long a request body may take to arrive before the request is answered 408 and its connection closed (0: no limit)")
+	fs.DurationVar(&o.Relay.DefaultTTL, "default-ttl", d.Relay.DefaultTTL, "TTL of messages that give none")
+	fs.DurationVar(&o.Relay.Retention, "retention", d.Relay.Retention, "how long receipts of finished messages, and finished A2A tasks (at least 2h), are kept")
+	fs.DurationVar(&o.Relay.DeliverTimeout, "deliver-timeout", d.Relay.DeliverTimeout, "how long one delivery attempt may take before it counts as failed and is retried")
+	fs.IntVar(&o.Relay.MaxQueue, "max-queue", d.Relay.MaxQueue, "queued messages per receiver before sends are refused with 429 (-1: no limit)")
+	fs.IntVar(&o.Relay.MaxAgents, "max-agents", d.Relay.MaxAgents, "registered agents (alive or not, the hub's own push and callback agents included) before registering a new agent id is refused with 507 agent_limit (0: no limit)")
 	fs.IntVar(&o.MaxConns, "max-conns", 0, "client connections held at once; one more is closed unanswered (0: 10000, or the open-file limit less 512 if lower; -1: no bound)")
-	fs.IntVar(&o.Relay.MaxStreams, "max-streams", 16, "event streams (GET /atp/stream, and MAMP conversation streams) one agent may hold open on this hub; opening one more ends the oldest (-1: no limit)")
-	fs.DurationVar(&o.Relay.ClaimLease, "claim-lease", 30*time.Second, "how long an instance owns the delivery lanes it claimed (renewed as it delivers; at least 10/9 of --deliver-timeout); another instance takes over a crashed one's lanes after it")
-	fs.StringVar(&o.Sync, "sync", "full", "embedded store durability: full (fsync every commit: survives power loss) or normal (survives kill -9 of the hub, not a machine crash; faster)")
+	fs.IntVar(&o.Relay.MaxStreams, "max-streams", d.Relay.MaxStreams, "event streams (GET /atp/stream, and MAMP conversation streams) one agent may hold open on this hub; opening one more ends the oldest (-1: no limit)")
+	fs.DurationVar(&o.Relay.ClaimLease, "claim-lease", d.Relay.ClaimLease, "how long an instance owns the delivery lanes it claimed (renewed as it delivers; at least 10/9 of --deliver-timeout); another instance takes over a crashed one's lanes after it")
+	fs.StringVar(&o.Sync, "sync", d.Sync, "embedded store durability: full (fsync every commit: survives power loss) or normal (survives kill -9 of the hub, not a machine crash; faster)")
 	fs.BoolVar(&o.NoSync, "no-sync", false, "do not fsync the embedded store (benchmarks only: a crash can lose accepted messages)")
 	fs.BoolVar(&o.Callbacks.AllowLoopback, "allow-loopback-callbacks", false, "let the hub call loopback addresses (on by default with --dev)")
 	fs.BoolVar(&o.Callbacks.AllowPrivate, "allow-private-callbacks", false, "let the hub call private-range addresses (on by default with --dev)")
@@ -47,15 +55,51 @@ func runServe(ctx context.Context, args []string, s stdio) int {
 	fs.IntVar(&o.RateBurst, "rate-burst", 0, "rate limit burst (default: the rate)")
 	fs.StringVar(&o.TLSCert, "tls-cert", "", "TLS certificate file (with --tls-key: serve HTTPS)")
 	fs.StringVar(&o.TLSKey, "tls-key", "", "TLS key file")
+	requestLog := fs.Bool("request-log", true, "write one log record per answered request (docs/logging.md); the audit log is always on")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	pprofAddr := fs.String("pprof", "", "serve Go profiling (net/http/pprof) on this loopback address, e.g. 127.0.0.1:6060")
+	fs.String("config", "", "configuration file (TOML: one key per flag, e.g. addr = \"0.0.0.0:8080\", max-queue = 5000)")
+	printConfig := fs.Bool("print-config", false, "print the configuration in force (as a TOML configuration file, with where each value came from) and exit")
 	fs.Usage = func() {
-		fmt.Fprintln(s.err, "Usage: switchboard serve [flags]\n\nRuns the hub: ATP at /atp/*, MAMP at /mamp/v1/*, A2A at /a2a/{agent} (cards under\n/.well-known/), MCP at /mcp, AMP at /v4/amp and /v4/tick, the dashboard at\n/dashboard/, and /healthz, /readyz, /metrics, /v1/* for operators.\nAuth is on unless --dev; the embedded store (default) needs nothing installed.\n\nFlags:")
+		fmt.Fprintln(fs.Output(), `Usage: switchboard serve [flags]
+
+Runs the hub: ATP at /atp/*, MAMP at /mamp/v1/*, A2A at /a2a/{agent} (cards under
+/.well-known/), MCP at /mcp, AMP at /v4/amp and /v4/tick, the dashboard at
+/dashboard/, and /healthz, /readyz, /metrics, /v1/* for operators.
+Auth is on unless --dev; the embedded store (default) needs nothing installed.
+
+Every flag can also be set in the environment, as SWITCHBOARD_ and the flag's
+name in capitals with - as _ (--max-queue: SWITCHBOARD_MAX_QUEUE), or in the
+TOML file named by --config (SWITCHBOARD_CONFIG), under the flag's name
+(max-queue = 5000). A flag beats the environment, which beats the file,
+which beats the default. --print-config shows the result.
+
+Flags:`)
 		fs.PrintDefaults()
 	}
-	if _, code, ok := parseArgs(fs, args, 0); !ok {
-		return code
+	if err := ff.Parse(fs, args, ff.WithEnvVarPrefix(envPrefix), ff.WithConfigFileFlag("config"),
+		ff.WithConfigFileParser(fftoml.Parser)); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		if !isFlagError(err) {
+			fmt.Fprintf(s.err, "serve: %v\n", err)
+		}
+		return exitUsage
 	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(s.err, "switchboard serve: unexpected argument %q\n\n", fs.Arg(0))
+		fs.Usage()
+		return exitUsage
+	}
+	if *printConfig {
+		if err := printServeConfig(s.out, fs, args); err != nil {
+			fmt.Fprintf(s.err, "serve: %v\n", err)
+			return exitUsage
+		}
+		return exitOK
+	}
+	o.NoRequestLog = !*requestLog
 	if (o.TLSCert == "") != (o.TLSKey == "") {
 		fmt.Fprintln(s.err, "serve: --tls-cert and --tls-key go together")
 		return exitUsage
@@ -73,6 +117,9 @@ func runServe(ctx context.Context, args []string, s stdio) int {
 		fmt.Fprintf(s.err, "serve: --deliver-timeout %v must be at most nine tenths of --claim-lease %v\n", d, l)
 		return exitUsage
 	}
+	tokenFile := filepath.Join(o.DataDir, "admin.token")
+	_, statErr := os.Stat(tokenFile)
+	firstStart := !o.Dev && o.AdminToken == "" && os.Getenv("SWITCHBOARD_ADMIN_TOKEN") == "" && errors.Is(statErr, iofs.ErrNotExist)
 	log := slog.New(slog.NewJSONHandler(s.err, &slog.HandlerOptions{Level: lvl}))
 	o.Logger, o.Version = log, version
 	stopTracing, err := tracing.Setup(ctx, "switchboard", version)
@@ -106,7 +153,7 @@ func runServe(ctx context.Context, args []string, s stdio) int {
 	if o.Dev {
 		mode = "dev mode, auth off"
 	} else if o.AdminToken == "" && os.Getenv("SWITCHBOARD_ADMIN_TOKEN") == "" {
-		mode = "auth on, admin token in " + o.DataDir + "/admin.token"
+		mode = "auth on, admin token in " + tokenFile
 	}
 	if *pprofAddr != "" {
 		if err := servePprof(ctx, *pprofAddr); err != nil {
@@ -115,6 +162,9 @@ func runServe(ctx context.Context, args []string, s stdio) int {
 		}
 	}
 	log.Info("switchboard listening", "addr", ln.Addr().String(), "store", storeName(o), "mode", mode, "version", version)
+	if firstStart {
+		firstStartNotice(s.err, hubURL(ln.Addr().String(), o.TLSCert != ""), tokenFile)
+	}
 	if err := h.Serve(ctx, ln); err != nil {
 		log.Error("serve", "err", err)
 		return exitFailure
@@ -160,6 +210,55 @@ func storeName(o hub.Options) string {
 		return "external"
 	}
 	return "sqlite:" + o.DataDir
+}
+
+// envPrefix starts the environment variable of every flag.
+const envPrefix = "SWITCHBOARD"
+
+// isFlagError reports whether err is one the flag package has already
+// printed (with the usage).
+func isFlagError(err error) bool {
+	msg := err.Error()
+	return strings.HasPrefix(msg, "flag provided but not defined") || strings.HasPrefix(msg, "invalid value") ||
+		strings.HasPrefix(msg, "invalid boolean") || strings.HasPrefix(msg, "bad flag syntax") ||
+		strings.HasPrefix(msg, "flag needs an argument")
+}
+
+// hubURL is the base URL of a hub listening on addr.
+func hubURL(addr string, tls bool) string {
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	if host, port, err := net.SplitHostPort(addr); err == nil && (host == "0.0.0.0" || host == "::") {
+		addr = net.JoinHostPort("127.0.0.1", port)
+	}
+	return scheme + "://" + addr
+}
+
+// firstStartNotice tells the operator of a new hub where its admin token
+// is (it is not shown) and how agents get theirs.
+func firstStartNotice(w io.Writer, base, tokenFile string) {
+	fmt.Fprintf(w, `
+switchboard: first start. Auth is on; the operator's admin token was written
+to %[2]s (mode 0600). It is not shown here: read it from the file.
+
+  Use it from this machine (the CLI then needs no --token):
+    switchboard login --hub %[1]s --token-file %[2]s
+  or with curl:
+    curl -s %[1]s/v1/dlq -H "Authorization: Bearer $(cat %[2]s)"
+
+  An agent gets its own token from its first registration (keep it; it is
+  shown once):
+    curl -s %[1]s/atp/register -H 'Content-Type: application/json' \
+      -d '{"agent_id":"worker","capabilities":["text.reverse"]}'
+    # → {"token":"sbk_…","signing_secret":"whsec_…",…}
+  and sends with it:
+    curl -s %[1]s/atp/send -H "Authorization: Bearer $WORKER_TOKEN" \
+      -H 'Content-Type: application/json' -d '{"sender":"worker","receiver":"…","payload":{…}}'
+  The operator can issue an agent a new token: switchboard token rotate AGENT
+
+`, base, tokenFile)
 }
 
 func envOr(k, def string) string {

@@ -8,6 +8,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
@@ -18,6 +19,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -120,6 +122,12 @@ type Result struct {
 	// SenderCredentials is how many senders sent with a credential of
 	// their own (the rest used Config.Token).
 	SenderCredentials int `json:"sender_credentials"`
+	// Deregistered is how many of the agents the run registered (senders
+	// and receivers) it removed again at its end; a run leaves none behind
+	// unless the hub refused the deregistration.
+	Deregistered int `json:"deregistered"`
+	// Registered is how many agents the run registered.
+	Registered int `json:"registered"`
 }
 
 // String formats a result for people.
@@ -139,6 +147,9 @@ func (r Result) String() string {
 	cpu := ""
 	if len(parts) > 0 {
 		cpu = "\nCPU per message: " + strings.Join(parts, ", ")
+	}
+	if r.Registered > 0 {
+		cpu += fmt.Sprintf("\nagents registered %d, deregistered %d", r.Registered, r.Deregistered)
 	}
 	if r.SenderCredentials == r.Senders {
 		load += " (own credentials)"
@@ -209,7 +220,7 @@ func (rv *receiver) acked(n int, now time.Time) {
 }
 
 // Run runs one benchmark.
-func Run(ctx context.Context, c Config) (Result, error) {
+func Run(ctx context.Context, c Config) (out Result, runErr error) {
 	if c.Senders <= 0 {
 		c.Senders = 64
 	}
@@ -306,6 +317,28 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		out, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, out, nil
 	}
+	// Every agent the run registers is deregistered when it ends, however
+	// it ends (with its own credential, else the run's token), so that
+	// runs leave nothing behind on the hub.
+	type agentRef struct{ hub, id, token string }
+	var made []agentRef
+	var removed int
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		for _, a := range made {
+			req, _ := http.NewRequestWithContext(cctx, http.MethodDelete, a.hub+"/atp/agents/"+url.PathEscape(a.id), nil)
+			authorize(req, cmp.Or(a.token, c.Token))
+			if resp, err := hc.Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode/100 == 2 || resp.StatusCode == http.StatusNotFound {
+					removed++
+				}
+			}
+		}
+		out.Registered, out.Deregistered = len(made), removed
+	}()
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
 	for _, recvID := range recvIDs {
@@ -317,6 +350,11 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		if err != nil || code != http.StatusOK {
 			return Result{}, fmt.Errorf("register receiver %s: %d %s %v", recvID, code, body, err)
 		}
+		var rr struct {
+			Token string `json:"token"`
+		}
+		_ = json.Unmarshal(body, &rr)
+		made = append(made, agentRef{hubs[0], recvID, rr.Token})
 		if c.Receive == ReceiveStream {
 			ready := make(chan error, 1)
 			go func() {
@@ -359,6 +397,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 			conns[s].setToken(reg.Token)
 			own++
 		}
+		made = append(made, agentRef{hubs[s%len(hubs)], senderIDs[s], reg.Token})
 	}
 
 	text := strings.Repeat("x", c.Payload)

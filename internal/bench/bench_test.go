@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/switchboard-hub/switchboard/internal/bench"
+	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
 	"github.com/switchboard-hub/switchboard/internal/ssrf"
@@ -372,5 +373,43 @@ func TestRunMessageIDs(t *testing.T) {
 	}
 	if _, err := bench.Run(context.Background(), bench.Config{Hub: base, IDs: "uuid9"}); err == nil || !strings.Contains(err.Error(), "uuid9") {
 		t.Fatalf("ids uuid9: err = %v", err)
+	}
+}
+
+// TestRunLeavesNoAgentsBehind: every agent a run registers, receivers and
+// senders, is deregistered when it ends, with auth on (each with its own
+// credential) and off.
+func TestRunLeavesNoAgentsBehind(t *testing.T) {
+	tests := []struct {
+		name string
+		opt  hub.Options
+		regs int
+	}{
+		{"auth on", hub.Options{Callbacks: ssrf.Policy{AllowLoopback: true}}, 5},
+		// Without credentials only the first sender registers (the rest
+		// send with the run's token).
+		{"dev", hub.Options{Dev: true}, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, base := hubtest.Start(t, tt.opt)
+			res, err := bench.Run(context.Background(), bench.Config{Hub: base, Token: h.AdminToken, Senders: 3, Receivers: 2,
+				Messages: 30, Duration: 10 * time.Second, Drain: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Delivered != 30 || res.Registered != tt.regs || res.Deregistered != tt.regs {
+				t.Fatalf("delivered %d, registered %d, deregistered %d; want 30, %d, %d", res.Delivered, res.Registered, res.Deregistered, tt.regs, tt.regs)
+			}
+			left, err := h.Store.ListAgents(context.Background(), core.AgentFilter{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range left {
+				if strings.HasPrefix(a.ID, "bench-") {
+					t.Errorf("agent %s left behind", a.ID)
+				}
+			}
+		})
 	}
 }

@@ -85,7 +85,10 @@ type AcceptClaimer interface {
 // receiver's reply), rejected, or still queued after a failed attempt;
 // queued too when no attempt ended within wait. m is durable before any
 // attempt, as with SendAs: the wait changes only the answer, never the
-// delivery.
+// delivery. The wait is also bounded by half of m's TTL, so that it
+// answers how the first attempt went, never that the TTL ran out (a
+// message held behind a failing one in its lane would otherwise answer
+// timeout).
 //
 // When the store can claim the message's lane as it accepts it
 // (AcceptClaimer: the message is the lane's only one), the attempt starts
@@ -121,7 +124,7 @@ func (r *Relay) SendAsAwaitAttempt(ctx context.Context, p Principal, m *Message,
 			return res, nil // no attempt is coming now: queued
 		}
 	}
-	t := time.NewTimer(wait)
+	t := time.NewTimer(min(wait, m.TTL/2))
 	defer t.Stop()
 	for {
 		select {

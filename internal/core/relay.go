@@ -153,6 +153,8 @@ type Relay struct {
 
 	agents  *cache.TTL[string, *Agent]
 	members *cache.TTL[memberKey, struct{}]
+	// laneFails is each lane's last failed attempt (dead letters' errors).
+	laneFails laneFailures
 
 	feedMu sync.Mutex
 	feeds  map[string][]*Feed // receiver → its streams' feeds on this instance

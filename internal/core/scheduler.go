@@ -175,7 +175,13 @@ func (r *Relay) attemptLane(ctx context.Context, c LaneClaim) LaneResult {
 				break // the rest stay queued, behind nothing: next round
 			}
 			if !now.Before(m.ExpiresAt) {
-				res.Outcomes = append(res.Outcomes, Outcome{MessageID: m.ID, Kind: OutcomeTimeout, At: now, Detail: "ttl passed before delivery"})
+				o := Outcome{MessageID: m.ID, Kind: OutcomeTimeout, At: now, Detail: "ttl passed before delivery"}
+				if m.Attempts == 0 {
+					// Never tried: say what held it back (its own last
+					// error, when it has attempts, is kept by the store).
+					o.Code, o.Error = r.laneFails.heldBehind(c.Lane, m)
+				}
+				res.Outcomes = append(res.Outcomes, o)
 				continue
 			}
 			timeout := r.cfg.DeliverTimeout
@@ -214,6 +220,7 @@ func (r *Relay) attemptLane(ctx context.Context, c LaneClaim) LaneResult {
 
 // published emits events and wakes waiters for a completed lane.
 func (r *Relay) published(c LaneClaim, res LaneResult) {
+	r.laneFails.note(c.Lane, res.Outcomes)
 	byID := make(map[string]*Message, len(c.Messages))
 	for _, m := range c.Messages {
 		byID[m.ID] = m
@@ -250,9 +257,11 @@ func (r *Relay) expire(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("expire: %w", err)
 		}
+		r.noteHeldBehind(ctx, rcs)
 		for _, rc := range rcs {
 			r.events.Publish(Event{Type: EventTimeout, At: rc.UpdatedAt, MessageID: rc.MessageID, Sender: rc.Sender,
-				Receiver: rc.Receiver, Status: StatusTimeout, Detail: "ttl passed before delivery", Attempts: rc.Attempts})
+				Receiver: rc.Receiver, Status: StatusTimeout, Detail: "ttl passed before delivery", Attempts: rc.Attempts,
+				Code: rc.Code, Error: rc.LastError})
 			r.notify(rc.MessageID)
 		}
 		if len(rcs) < 500 {

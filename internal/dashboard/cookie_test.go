@@ -1,84 +1,95 @@
-package dashboard
+package dashboard_test
 
 import (
+	"encoding/json"
 	"net/http"
-	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/switchboard-hub/switchboard/internal/dashboard"
+	"github.com/switchboard-hub/switchboard/internal/hub"
+	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
 )
 
-func newTestDashboard(t testing.TB, token string, ttl time.Duration) *Dashboard {
+// csrf reads the session's CSRF token as the page does.
+func csrf(t *testing.T, base string, c *http.Cookie) string {
 	t.Helper()
-	d, err := newKeyOnly(token, ttl)
-	if err != nil {
-		t.Fatal(err)
+	res, b := req{method: "GET", path: "/dashboard/api/session", cookie: c}.do(t, base)
+	var s struct {
+		Authenticated bool   `json:"authenticated"`
+		CSRF          string `json:"csrf_token"`
 	}
-	return d
-}
-
-// newKeyOnly builds the signing part of a dashboard without a relay.
-func newKeyOnly(token string, ttl time.Duration) (*Dashboard, error) {
-	d := &Dashboard{opt: Options{AdminToken: token, SessionTTL: ttl}}
-	d.key = deriveKey(token)
-	return d, nil
-}
-
-func withCookie(v string) *http.Request {
-	r := httptest.NewRequest("GET", "/dashboard/api/agents", nil)
-	r.AddCookie(&http.Cookie{Name: CookieName, Value: v})
-	return r
-}
-
-func TestCookieValidity(t *testing.T) {
-	d := newTestDashboard(t, "sba_one", time.Hour)
-	other := newTestDashboard(t, "sba_two", time.Hour)
-	good := d.cookieValue(time.Now().Add(30 * time.Minute))
-	tests := []struct {
-		name  string
-		value string
-		ok    bool
-	}{
-		{"fresh", good, true},
-		{"expired", d.cookieValue(time.Now().Add(-time.Second)), false},
-		{"expiry beyond the session ttl", d.cookieValue(time.Now().Add(48 * time.Hour)), false},
-		{"signed with another admin token", other.cookieValue(time.Now().Add(time.Minute)), false},
-		{"signature cut", good[:len(good)-2], false},
-		{"no signature", good[:strings.LastIndexByte(good, '.')], false},
-		{"empty", "", false},
-		{"admin token itself", "sba_one", false},
+	if res.StatusCode != 200 || json.Unmarshal(b, &s) != nil || !s.Authenticated || len(s.CSRF) < 32 {
+		t.Fatalf("session: %d %s", res.StatusCode, b)
 	}
-	for _, tc := range tests {
-		if got := d.validCookie(withCookie(tc.value)); got != tc.ok {
-			t.Errorf("%s: valid = %v, want %v", tc.name, got, tc.ok)
+	return s.CSRF
+}
+
+func TestCookieAttributes(t *testing.T) {
+	h, base := hubtest.Start(t, hub.Options{})
+	res, _ := req{method: "POST", path: "/dashboard/login", form: url.Values{"token": {h.AdminToken}}}.do(t, base)
+	c := sessionCookie(res)
+	if c == nil {
+		t.Fatal("no cookie")
+	}
+	raw := res.Header.Get("Set-Cookie")
+	for _, want := range []string{"HttpOnly", "SameSite=Strict", "Path=/dashboard/", "Max-Age="} {
+		if !strings.Contains(raw, want) {
+			t.Errorf("Set-Cookie %q lacks %s", raw, want)
 		}
 	}
-	// A rotated admin token ends every session.
-	rotated := newTestDashboard(t, "sba_rotated", time.Hour)
-	if rotated.validCookie(withCookie(good)) {
-		t.Error("a cookie survived an admin token rotation")
+	if strings.Contains(raw, "Secure") {
+		t.Errorf("Secure on a plain-HTTP hub would lose the cookie: %q", raw)
+	}
+	if strings.Contains(c.Value, h.AdminToken) || len(c.Value) != 64 {
+		t.Errorf("the cookie is not an opaque session id: %q", c.Value)
 	}
 }
 
-// FuzzValidCookie: no cookie value that was not signed validates, and
-// parsing never panics.
-func FuzzValidCookie(f *testing.F) {
-	d, _ := newKeyOnly("sba_fuzz", time.Hour)
-	f.Add(d.cookieValue(time.Now().Add(time.Minute)))
-	f.Add("1.2.3")
-	f.Add("..")
-	f.Add("99999999999.00.00")
-	f.Fuzz(func(t *testing.T, v string) {
-		if strings.IndexFunc(v, func(r rune) bool { return r <= ' ' || r >= 0x7f || strings.ContainsRune(";\"\\,", r) }) >= 0 {
-			return // not a value a browser would send back
+// TestLogoutEndsTheSessionOnTheServer: after logout the same cookie, sent
+// again (a copy kept by an attacker, say), opens nothing.
+func TestLogoutEndsTheSessionOnTheServer(t *testing.T) {
+	h, base := hubtest.Start(t, hub.Options{})
+	c := login(t, base, h.AdminToken)
+	token := csrf(t, base, c)
+	apis := []string{"/dashboard/api/agents", "/dashboard/api/dlq", "/dashboard/api/messages", "/dashboard/api/stats"}
+	for _, p := range apis {
+		if res, b := (req{method: "GET", path: p, cookie: c}).do(t, base); res.StatusCode != 200 {
+			t.Fatalf("%s before logout: %d %s", p, res.StatusCode, b)
 		}
-		ok := d.validCookie(withCookie(v))
-		if !ok {
-			return
+	}
+	// Logout without the CSRF token is refused (a cross-site logout).
+	if res, _ := (req{method: "POST", path: "/dashboard/logout", cookie: c}).do(t, base); res.StatusCode != http.StatusForbidden {
+		t.Fatalf("logout without the CSRF token: %d, want 403", res.StatusCode)
+	}
+	res, b := req{method: "POST", path: "/dashboard/logout", cookie: c, header: map[string]string{dashboard.HeaderCSRF: token}}.do(t, base)
+	if res.StatusCode != 200 || !strings.Contains(res.Header.Get("Set-Cookie"), "Max-Age=0") {
+		t.Fatalf("logout: %d %s, Set-Cookie %q", res.StatusCode, b, res.Header.Get("Set-Cookie"))
+	}
+	for _, p := range apis {
+		if res, _ := (req{method: "GET", path: p, cookie: c}).do(t, base); res.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s with the logged-out cookie: %d, want 401", p, res.StatusCode)
 		}
-		i := strings.LastIndexByte(v, '.')
-		if d.sign(v[:i]) != v[i+1:] {
-			t.Fatalf("%q validated without a matching signature", v)
-		}
-	})
+	}
+	if res, _ := (req{method: "POST", path: "/dashboard/api/dlq/x/replay", cookie: c, header: map[string]string{dashboard.HeaderCSRF: token}}).do(t, base); res.StatusCode != http.StatusUnauthorized {
+		t.Errorf("replay with the logged-out cookie: %d, want 401", res.StatusCode)
+	}
+	// Another session is untouched by this logout.
+	if other := login(t, base, h.AdminToken); other.Value == c.Value {
+		t.Fatal("a new login reused the old session id")
+	}
+}
+
+// TestSessionsBoundToTheAdminToken: a hub restarted with another admin
+// token on the same store accepts none of the old sessions.
+func TestSessionsBoundToTheAdminToken(t *testing.T) {
+	dir := t.TempDir()
+	_, base, stop := hubtest.StartStop(t, hub.Options{DataDir: dir, AdminToken: "sba_first"})
+	c := login(t, base, "sba_first")
+	stop()
+	_, base2 := hubtest.Start(t, hub.Options{DataDir: dir, AdminToken: "sba_second"})
+	if res, _ := (req{method: "GET", path: "/dashboard/api/agents", cookie: c}).do(t, base2); res.StatusCode != http.StatusUnauthorized {
+		t.Errorf("an old session after the admin token changed: %d, want 401", res.StatusCode)
+	}
 }

@@ -12,17 +12,20 @@
 // Authentication: with auth on, every API call needs the operator. A
 // browser's EventSource cannot send an Authorization header, so the
 // operator logs in once with the admin token (a form POST, or a
-// ?token= link exchanged at once for the cookie) and receives a short-lived
-// HttpOnly, SameSite=Strict cookie scoped to /dashboard/, signed with a key
-// derived from the admin token. The token itself is never written into the
-// page. API calls may also carry the admin token as a bearer token. State
-// changing calls (replay, logout) made with the cookie must carry the
-// X-Switchboard-Dashboard header, which a cross-site form cannot send.
+// ?token= link exchanged at once for the cookie) and receives a session:
+// a random id in a short-lived cookie scoped to /dashboard/ (HttpOnly,
+// SameSite=Strict, Secure under TLS), whose record — its expiry, its CSRF
+// token, and a hash binding it to the admin token in force — is kept in
+// the hub's store, so every instance on one store knows it and logging out
+// ends it on the server at once. The admin token itself is never written
+// into the page. API calls may also carry the admin token as a bearer
+// token. State-changing calls made with the cookie (replay, logout) must
+// come from the dashboard's own origin and carry the session's CSRF token
+// (from GET /dashboard/api/session) in the X-CSRF-Token header.
 package dashboard
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -37,13 +40,13 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/switchboard-hub/switchboard/internal/amp"
 	"github.com/switchboard-hub/switchboard/internal/amp/ampstore"
+	"github.com/switchboard-hub/switchboard/internal/audit"
 	"github.com/switchboard-hub/switchboard/internal/auth"
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/httperr"
@@ -58,9 +61,13 @@ const Prefix = "/dashboard/"
 // CookieName is the dashboard session cookie.
 const CookieName = "switchboard_dashboard"
 
-// HeaderCSRF must be present on state-changing API calls authenticated by
-// the cookie.
-const HeaderCSRF = "X-Switchboard-Dashboard"
+// HeaderCSRF carries the session's CSRF token on state-changing calls
+// authenticated by the cookie.
+const HeaderCSRF = "X-CSRF-Token"
+
+// sessionKind is the RecordStore kind of dashboard sessions, keyed by the
+// SHA-256 of the cookie's value (the value itself is not stored).
+const sessionKind = "dashboard_session"
 
 // DefaultSessionTTL is how long a dashboard login lasts.
 const DefaultSessionTTL = time.Hour
@@ -90,14 +97,19 @@ type Options struct {
 	// SamplePeriod is how often AMP sessions are sampled for the pressure
 	// history [2s].
 	SamplePeriod time.Duration
+	// StatsPeriod is how often the flow is sampled for the charts [5s].
+	StatsPeriod time.Duration
 }
 
 // Dashboard serves the web dashboard.
 type Dashboard struct {
 	relay *core.Relay
 	opt   Options
-	key   []byte
+	// admin binds sessions to the admin token in force: a session made
+	// under another token is not valid.
+	admin string
 	amp   *ampstore.Store
+	stats *statsRecorder
 	files http.Handler
 
 	mu      sync.Mutex
@@ -130,7 +142,7 @@ func New(relay *core.Relay, opt Options) (*Dashboard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: assets: %w", err)
 	}
-	return &Dashboard{relay: relay, opt: opt, key: deriveKey(opt.AdminToken),
+	return &Dashboard{relay: relay, opt: opt, admin: auth.Hash("switchboard dashboard v2\x00" + opt.AdminToken), stats: newStatsRecorder(),
 		amp:     &ampstore.Store{Records: relay.Store(), Clock: relay.Clock()},
 		files:   http.StripPrefix(strings.TrimSuffix(Prefix, "/"), http.FileServerFS(sub)),
 		history: map[string]*sessionHistory{}}, nil
@@ -143,7 +155,10 @@ func (d *Dashboard) Mount(mux *http.ServeMux) {
 	mux.HandleFunc("GET /dashboard/", d.static)
 	mux.HandleFunc("POST /dashboard/login", d.login)
 	mux.HandleFunc("POST /dashboard/logout", d.logout)
-	mux.HandleFunc("GET /dashboard/api/session", d.session)
+	mux.HandleFunc("GET /dashboard/api/session", d.sessionInfo)
+	mux.HandleFunc("GET /dashboard/api/messages", d.api(d.messages))
+	mux.HandleFunc("GET /dashboard/api/stats", d.api(d.statsAPI))
+	mux.HandleFunc("GET /dashboard/api/agents/{id}", d.api(d.agentDetail))
 	mux.HandleFunc("GET /dashboard/api/agents", d.api(d.agents))
 	mux.HandleFunc("GET /dashboard/api/receipts/{id}", d.api(d.receipt))
 	mux.HandleFunc("GET /dashboard/api/amp/sessions", d.api(d.ampSessions))
@@ -172,7 +187,10 @@ func (d *Dashboard) index(w http.ResponseWriter, r *http.Request) {
 		// A ?token= link: exchange it for the cookie and drop it from the
 		// address bar (and history) at once.
 		if d.checkToken(tok) {
-			d.setCookie(w, r)
+			if err := d.startSession(w, r); err != nil {
+				httperr.From(w, err)
+				return
+			}
 			http.Redirect(w, r, Prefix, http.StatusSeeOther)
 			return
 		}
@@ -223,6 +241,7 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 	securityHeaders(w)
 	w.Header().Set("Cache-Control", "no-store")
 	if !sameOrigin(r) {
+		audit.Record(r.Context(), audit.Event{Action: audit.ActionDashboardLogin, Outcome: audit.Refused, Status: http.StatusForbidden, Reason: "cross-site"})
 		httperr.Write(w, http.StatusForbidden, httperr.CodeForbidden, "login must come from the dashboard's own page")
 		return
 	}
@@ -232,114 +251,161 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !d.checkToken(strings.TrimSpace(r.PostForm.Get("token"))) {
+		audit.Record(r.Context(), audit.Event{Action: audit.ActionDashboardLogin, Outcome: audit.Refused, Reason: "wrong token"})
 		http.Redirect(w, r, Prefix+"?login=failed", http.StatusSeeOther)
 		return
 	}
-	d.setCookie(w, r)
+	if err := d.startSession(w, r); err != nil {
+		httperr.From(w, err)
+		return
+	}
 	http.Redirect(w, r, Prefix, http.StatusSeeOther)
 }
 
+// logout ends the session on the server (its record is deleted: the
+// cookie is worthless from then on, wherever it was copied) and clears the
+// cookie. It needs the session's CSRF token, like every state-changing
+// call; without a valid session it only clears the cookie.
 func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request) {
 	securityHeaders(w)
+	w.Header().Set("Cache-Control", "no-store")
 	if !sameOrigin(r) {
 		httperr.Write(w, http.StatusForbidden, httperr.CodeForbidden, "logout must come from the dashboard's own page")
 		return
 	}
+	if id, sess := d.session(r); sess != nil {
+		if !validCSRF(r, sess) {
+			httperr.Write(w, http.StatusForbidden, httperr.CodeForbidden, "logout needs the session's "+HeaderCSRF+" header")
+			return
+		}
+		if err := d.relay.Store().DeleteRecord(r.Context(), sessionKind, sessionKey(id)); err != nil && !errors.Is(err, core.ErrNotFound) {
+			httperr.From(w, err)
+			return
+		}
+		audit.Record(r.Context(), audit.Event{Action: audit.ActionDashboardLogout, Outcome: audit.Allowed})
+	}
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: Prefix, MaxAge: -1, HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
-	http.Redirect(w, r, Prefix, http.StatusSeeOther)
+	httperr.JSON(w, http.StatusOK, map[string]any{"logged_out": true})
 }
 
-// deriveKey derives the cookie signing key from the admin token, so a
-// rotated token ends every dashboard session and every hub instance
-// sharing the token accepts the same cookies.
-func deriveKey(adminToken string) []byte {
-	mac := hmac.New(sha256.New, []byte(adminToken))
-	mac.Write([]byte("switchboard dashboard cookie v1"))
-	return mac.Sum(nil)
+// sessionRecord is a dashboard session as the store keeps it.
+type sessionRecord struct {
+	ExpiresAt time.Time `json:"expires_at"`
+	CSRF      string    `json:"csrf"`
+	Admin     string    `json:"admin"`
 }
 
-// cookieValue is "<expiry unix>.<nonce>.<hmac>".
-func (d *Dashboard) cookieValue(exp time.Time) string {
-	var nonce [16]byte
-	_, _ = rand.Read(nonce[:])
-	body := strconv.FormatInt(exp.Unix(), 10) + "." + hex.EncodeToString(nonce[:])
-	return body + "." + d.sign(body)
+// sessionKey is the store id of the session whose cookie value is id.
+func sessionKey(id string) string {
+	sum := sha256.Sum256([]byte("switchboard dashboard session\x00" + id))
+	return hex.EncodeToString(sum[:])
 }
 
-func (d *Dashboard) sign(body string) string {
-	m := hmac.New(sha256.New, d.key)
-	m.Write([]byte(body))
-	return hex.EncodeToString(m.Sum(nil))
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
-func (d *Dashboard) setCookie(w http.ResponseWriter, r *http.Request) {
-	exp := time.Now().Add(d.opt.SessionTTL)
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: d.cookieValue(exp), Path: Prefix,
+// startSession stores a new session and sets its cookie.
+func (d *Dashboard) startSession(w http.ResponseWriter, r *http.Request) error {
+	id := randomHex(32)
+	now := d.relay.Clock().Now()
+	rec := sessionRecord{ExpiresAt: now.Add(d.opt.SessionTTL), CSRF: randomHex(32), Admin: d.admin}
+	data, _ := json.Marshal(rec)
+	st := d.relay.Store()
+	if _, err := st.PutRecord(r.Context(), core.Record{Kind: sessionKind, ID: sessionKey(id), Data: data, UpdatedAt: now}); err != nil {
+		return fmt.Errorf("dashboard: store the session: %w", err)
+	}
+	d.purgeSessions(r.Context(), now)
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: id, Path: Prefix,
 		MaxAge: int(d.opt.SessionTTL / time.Second), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	audit.Record(r.Context(), audit.Event{Action: audit.ActionDashboardLogin, Outcome: audit.Allowed})
+	return nil
 }
 
-// validCookie checks the session cookie's signature and expiry.
-func (d *Dashboard) validCookie(r *http.Request) bool {
+// purgeSessions deletes some expired sessions (each login cleans up after
+// the ones before it).
+func (d *Dashboard) purgeSessions(ctx context.Context, now time.Time) {
+	st := d.relay.Store()
+	recs, err := st.ListRecords(ctx, sessionKind, "", 200)
+	if err != nil {
+		return
+	}
+	for _, rec := range recs {
+		var s sessionRecord
+		if json.Unmarshal(rec.Data, &s) != nil || !now.Before(s.ExpiresAt) || s.Admin != d.admin {
+			_ = st.DeleteRecord(ctx, sessionKind, rec.ID)
+		}
+	}
+}
+
+// session returns the request's cookie value and its live session, or nil.
+func (d *Dashboard) session(r *http.Request) (string, *sessionRecord) {
 	c, err := r.Cookie(CookieName)
+	if err != nil || len(c.Value) != 64 {
+		return "", nil
+	}
+	rec, err := d.relay.Store().GetRecord(r.Context(), sessionKind, sessionKey(c.Value))
 	if err != nil {
-		return false
+		return "", nil
 	}
-	i := strings.LastIndexByte(c.Value, '.')
-	if i < 0 {
-		return false
+	var s sessionRecord
+	if json.Unmarshal(rec.Data, &s) != nil || s.Admin != d.admin || !d.relay.Clock().Now().Before(s.ExpiresAt) {
+		return "", nil
 	}
-	body, sig := c.Value[:i], c.Value[i+1:]
-	if !hmac.Equal([]byte(sig), []byte(d.sign(body))) {
-		return false
-	}
-	j := strings.IndexByte(body, '.')
-	if j < 0 {
-		return false
-	}
-	exp, err := strconv.ParseInt(body[:j], 10, 64)
-	if err != nil {
-		return false
-	}
-	left := time.Until(time.Unix(exp, 0))
-	return left > 0 && left <= d.opt.SessionTTL+time.Minute
+	return c.Value, &s
+}
+
+// validCSRF checks a state-changing request's CSRF header against the
+// session's token, in constant time.
+func validCSRF(r *http.Request, s *sessionRecord) bool {
+	got := r.Header.Get(HeaderCSRF)
+	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(s.CSRF)) == 1
 }
 
 // authorize reports how r may use the API: the operator by dev mode or
-// bearer token (no CSRF exposure), or by the cookie.
-func (d *Dashboard) authorize(r *http.Request) (ok, byCookie bool) {
+// bearer token (no CSRF exposure: sess is nil), or by a session cookie.
+func (d *Dashboard) authorize(r *http.Request) (ok bool, sess *sessionRecord) {
 	if d.opt.Dev || auth.Admin(r.Context()) == nil {
-		return true, false
+		return true, nil
 	}
-	if d.validCookie(r) {
-		return true, true
+	if _, s := d.session(r); s != nil {
+		return true, s
 	}
-	return false, false
+	return false, nil
 }
 
-func (d *Dashboard) session(w http.ResponseWriter, r *http.Request) {
+func (d *Dashboard) sessionInfo(w http.ResponseWriter, r *http.Request) {
 	securityHeaders(w)
 	w.Header().Set("Cache-Control", "no-store")
-	ok, _ := d.authorize(r)
-	httperr.JSON(w, http.StatusOK, map[string]any{"authenticated": ok, "dev": d.opt.Dev, "host": d.relay.Config().Host})
+	ok, sess := d.authorize(r)
+	out := map[string]any{"authenticated": ok, "dev": d.opt.Dev, "host": d.relay.Config().Host}
+	if sess != nil {
+		out["csrf_token"] = sess.CSRF
+		out["expires_at"] = sess.ExpiresAt
+	}
+	httperr.JSON(w, http.StatusOK, out)
 }
 
 // api wraps an API handler: security headers, no caching, the operator's
-// credential (and the CSRF header for cookie-authenticated writes), and
-// the operator principal in the request's context.
+// credential (and, for cookie-authenticated writes, the same origin and the
+// session's CSRF token), and the operator principal in the request's
+// context.
 func (d *Dashboard) api(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		securityHeaders(w)
 		w.Header().Set("Cache-Control", "no-store")
-		ok, byCookie := d.authorize(r)
+		ok, sess := d.authorize(r)
 		if !ok {
 			httperr.Write(w, http.StatusUnauthorized, httperr.CodeUnauthorized,
 				"the dashboard API needs the operator: log in with the admin token or send it as a bearer token")
 			return
 		}
-		if byCookie && r.Method != http.MethodGet && r.Method != http.MethodHead {
-			if r.Header.Get(HeaderCSRF) == "" || !sameOrigin(r) {
-				httperr.Write(w, http.StatusForbidden, httperr.CodeForbidden, "state-changing dashboard calls must come from the dashboard page (missing "+HeaderCSRF+" header)")
+		if sess != nil && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			if !sameOrigin(r) || !validCSRF(r, sess) {
+				httperr.Write(w, http.StatusForbidden, httperr.CodeForbidden, "state-changing dashboard calls must come from the dashboard page with the session's "+HeaderCSRF+" header")
 				return
 			}
 		}
@@ -458,6 +524,9 @@ type sessionHistory struct {
 // session's state changes, so the dashboard can draw pressure over time.
 // The history lives in this process only.
 func (d *Dashboard) Run(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { defer close(done); d.runStats(ctx) }()
+	defer func() { <-done }()
 	t := time.NewTicker(d.opt.SamplePeriod)
 	defer t.Stop()
 	for {

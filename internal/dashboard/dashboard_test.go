@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -136,12 +137,12 @@ func TestAPIAuth(t *testing.T) {
 	}
 	tampered := *cookie
 	tampered.Value = cookie.Value[:len(cookie.Value)-1] + string("0123456789abcdef"[(strings.IndexByte("0123456789abcdef", cookie.Value[len(cookie.Value)-1])+1)%16])
-	future := *cookie
-	parts := strings.SplitN(cookie.Value, ".", 2)
-	future.Value = "99999999999." + parts[1] // a later expiry with the old signature
+	made := *cookie
+	made.Value = strings.Repeat("ab", 32) // a session id of the right shape that was never issued
 
 	paths := []string{"/dashboard/api/agents", "/dashboard/api/dlq", "/dashboard/api/conversations",
-		"/dashboard/api/amp/sessions", "/dashboard/api/receipts/nope", "/dashboard/api/conversations/nope"}
+		"/dashboard/api/amp/sessions", "/dashboard/api/receipts/nope", "/dashboard/api/conversations/nope",
+		"/dashboard/api/messages", "/dashboard/api/stats", "/dashboard/api/agents/nope"}
 	tests := []struct {
 		name   string
 		r      req
@@ -151,7 +152,7 @@ func TestAPIAuth(t *testing.T) {
 		{"wrong bearer token", req{token: "sba_wrong"}, http.StatusUnauthorized},
 		{"agent token", req{token: reg.Token}, http.StatusUnauthorized},
 		{"tampered cookie", req{cookie: &tampered}, http.StatusUnauthorized},
-		{"re-dated cookie", req{cookie: &future}, http.StatusUnauthorized},
+		{"made-up session id", req{cookie: &made}, http.StatusUnauthorized},
 		{"admin bearer token", req{token: h.AdminToken}, http.StatusOK},
 		{"session cookie", req{cookie: cookie}, http.StatusOK},
 	}
@@ -248,22 +249,37 @@ func TestTokenLinkExchange(t *testing.T) {
 	}
 }
 
-func TestReplayNeedsCSRFHeaderWithCookie(t *testing.T) {
+func TestReplayNeedsCSRFTokenWithCookie(t *testing.T) {
 	h, base := hubtest.Start(t, hub.Options{})
 	c := login(t, base, h.AdminToken)
+	token := csrf(t, base, c)
+	other := csrf(t, base, login(t, base, h.AdminToken))
 	path := "/dashboard/api/dlq/unknown-id/replay"
-	if res, _ := (req{method: "POST", path: path, cookie: c}).do(t, base); res.StatusCode != http.StatusForbidden {
-		t.Errorf("replay with cookie, no %s header: %d, want 403", dashboard.HeaderCSRF, res.StatusCode)
+	u, _ := url.Parse(base)
+	tests := []struct {
+		name string
+		r    req
+		want int
+	}{
+		{"cookie, no CSRF token", req{cookie: c}, http.StatusForbidden},
+		{"cookie, the old static header", req{cookie: c, header: map[string]string{"X-Switchboard-Dashboard": "1"}}, http.StatusForbidden},
+		{"cookie, a wrong token", req{cookie: c, header: map[string]string{dashboard.HeaderCSRF: strings.Repeat("0", 64)}}, http.StatusForbidden},
+		{"cookie, another session's token", req{cookie: c, header: map[string]string{dashboard.HeaderCSRF: other}}, http.StatusForbidden},
+		{"cookie and token, but cross-site", req{cookie: c, header: map[string]string{dashboard.HeaderCSRF: token, "Sec-Fetch-Site": "cross-site"}}, http.StatusForbidden},
+		{"no credential", req{}, http.StatusUnauthorized},
+		// Past the checks, the hub's replay route answers: unknown id.
+		{"cookie and its token", req{cookie: c, header: map[string]string{dashboard.HeaderCSRF: token}}, http.StatusNotFound},
+		{"cookie and its token, same origin", req{cookie: c, header: map[string]string{dashboard.HeaderCSRF: token, "Origin": "http://" + u.Host, "Sec-Fetch-Site": "same-origin"}}, http.StatusNotFound},
+		{"bearer token needs none", req{token: h.AdminToken}, http.StatusNotFound},
 	}
-	if res, _ := (req{method: "POST", path: path}).do(t, base); res.StatusCode != http.StatusUnauthorized {
-		t.Errorf("replay without credential: %d, want 401", res.StatusCode)
-	}
-	// Past the checks, the hub's replay route answers: unknown id.
-	if res, b := (req{method: "POST", path: path, cookie: c, header: map[string]string{dashboard.HeaderCSRF: "1"}}).do(t, base); res.StatusCode != http.StatusNotFound {
-		t.Errorf("replay of an unknown id: %d %s, want 404", res.StatusCode, b)
-	}
-	if res, b := (req{method: "POST", path: path, token: h.AdminToken}).do(t, base); res.StatusCode != http.StatusNotFound {
-		t.Errorf("replay with bearer token: %d %s, want 404", res.StatusCode, b)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := tt.r
+			r.method, r.path = "POST", path
+			if res, b := r.do(t, base); res.StatusCode != tt.want {
+				t.Errorf("%d %s, want %d", res.StatusCode, b, tt.want)
+			}
+		})
 	}
 }
 
@@ -339,5 +355,86 @@ func TestAMPSessionsShowPressure(t *testing.T) {
 	}
 	if s.Failures == 0 {
 		t.Errorf("three failing ticks recorded no failure: %+v", s.State)
+	}
+}
+
+// TestHistoryAPI searches the stored messages, filtered and a page at a
+// time, and reads an agent's page.
+func TestHistoryAPI(t *testing.T) {
+	h, base := hubtest.Start(t, hub.Options{})
+	tok := h.AdminToken
+	for _, id := range []string{"alpha", "beta", "gamma"} {
+		req{method: "POST", path: "/atp/register", token: tok, body: map[string]any{"agent_id": id}}.do(t, base)
+	}
+	send := func(id, from, to, text string) {
+		res, b := req{method: "POST", path: "/atp/send", token: tok, body: map[string]any{"atp_version": "1.0", "message_id": id,
+			"sender": from, "receiver": to, "type": "note", "payload": map[string]any{"text": text}}}.do(t, base)
+		if res.StatusCode != 200 {
+			t.Fatalf("send %s: %d %s", id, res.StatusCode, b)
+		}
+	}
+	send("h-1", "alpha", "beta", "first words")
+	send("h-2", "beta", "gamma", "a needle here")
+	send("h-3", "alpha", "gamma", "third")
+	send("h-4", "gamma", "alpha", "fourth")
+	type page struct {
+		Messages []dashboard.MessageView `json:"messages"`
+		More     bool                    `json:"more"`
+		Next     int64                   `json:"next_before"`
+	}
+	get := func(q string) page {
+		t.Helper()
+		res, b := req{method: "GET", path: "/dashboard/api/messages?" + q, token: tok}.do(t, base)
+		var p page
+		if res.StatusCode != 200 || json.Unmarshal(b, &p) != nil {
+			t.Fatalf("messages?%s: %d %s", q, res.StatusCode, b)
+		}
+		return p
+	}
+	ids := func(p page) string {
+		var out []string
+		for _, m := range p.Messages {
+			out = append(out, m.MessageID)
+		}
+		return strings.Join(out, ",")
+	}
+	tests := []struct{ q, want string }{
+		{"", "h-4,h-3,h-2,h-1"},
+		{"agent=alpha", "h-4,h-3,h-1"},
+		{"sender=alpha&receiver=gamma", "h-3"},
+		{"q=needle", "h-2"},
+		{"status=queued&protocol=atp", "h-4,h-3,h-2,h-1"},
+		{"status=delivered", ""},
+	}
+	for _, tt := range tests {
+		if got := ids(get(tt.q)); got != tt.want {
+			t.Errorf("?%s: %s, want %s", tt.q, got, tt.want)
+		}
+	}
+	first := get("limit=3")
+	if ids(first) != "h-4,h-3,h-2" || !first.More || first.Next == 0 {
+		t.Fatalf("first page: %s more %v next %d", ids(first), first.More, first.Next)
+	}
+	second := get("limit=3&before=" + strconv.FormatInt(first.Next, 10))
+	if ids(second) != "h-1" || second.More {
+		t.Fatalf("second page: %s more %v", ids(second), second.More)
+	}
+	if p := get("q=needle"); p.Messages[0].Preview != "a needle here" || p.Messages[0].Status != "queued" {
+		t.Errorf("view: %+v", p.Messages[0])
+	}
+	if res, _ := (req{method: "GET", path: "/dashboard/api/messages?limit=9999", token: tok}).do(t, base); res.StatusCode != 400 {
+		t.Errorf("limit 9999: %d, want 400", res.StatusCode)
+	}
+	res, b := req{method: "GET", path: "/dashboard/api/agents/gamma", token: tok}.do(t, base)
+	var detail struct {
+		Agent    dashboard.AgentView     `json:"agent"`
+		Messages []dashboard.MessageView `json:"messages"`
+	}
+	if res.StatusCode != 200 || json.Unmarshal(b, &detail) != nil || detail.Agent.ID != "gamma" || detail.Agent.Queued != 2 || len(detail.Messages) != 3 {
+		t.Fatalf("agent page: %d %s", res.StatusCode, b)
+	}
+	res, b = req{method: "GET", path: "/dashboard/api/stats", token: tok}.do(t, base)
+	if res.StatusCode != 200 || !strings.Contains(string(b), `"points":[{`) {
+		t.Fatalf("stats: %d %s", res.StatusCode, b)
 	}
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/amp"
 	"github.com/switchboard-hub/switchboard/internal/amp/ampapi"
 	"github.com/switchboard-hub/switchboard/internal/amp/ampstore"
+	"github.com/switchboard-hub/switchboard/internal/audit"
 	"github.com/switchboard-hub/switchboard/internal/auth"
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/dashboard"
@@ -104,6 +105,9 @@ type Options struct {
 	// is closed unanswered. 0 means DefaultMaxConns (less if the
 	// process's open-file limit is lower), negative means no bound.
 	MaxConns int
+	// NoRequestLog turns off the request log (one INFO record per
+	// answered request; see docs/logging.md). The audit log stays on.
+	NoRequestLog bool
 }
 
 // DefaultBodyTimeout is Options.BodyTimeout's default.
@@ -181,13 +185,13 @@ var ErrDevNotLoopback = errors.New("--dev (auth off) is only allowed on a loopba
 // New builds a hub.
 func New(ctx context.Context, opt Options) (*Hub, error) {
 	if opt.Addr == "" {
-		opt.Addr = "127.0.0.1:8080"
+		opt.Addr = DefaultAddr
 	}
 	if opt.DataDir == "" {
-		opt.DataDir = "switchboard-data"
+		opt.DataDir = DefaultDataDir
 	}
 	if opt.MaxBody <= 0 {
-		opt.MaxBody = 1 << 20
+		opt.MaxBody = DefaultMaxBody
 	}
 	log := opt.Logger
 	if log == nil {
@@ -271,6 +275,7 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 		mamp.New(relay, mamp.Options{MaxBody: opt.MaxBody, Issuer: issuer, Records: st, Remotes: mamp.RemotesFromEnv(),
 			Logger: log, CheckURL: policy.CheckURL, Secrets: signer}),
 		opsapi.New(relay, opt.Version),
+		opsapi.NewTokens(relay, h.Creds),
 	}
 	for _, a := range h.adapters {
 		a.Mount(h.Mux)
@@ -294,7 +299,7 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 		Records: st})
 	mcpSrv.Mount(h.Mux)
 	h.adapters = append(h.adapters, mcpSrv)
-	met := metrics.New(relay, metrics.WithPublic(opt.MetricsPublic))
+	met := metrics.New(relay, metrics.WithPublic(opt.MetricsPublic), metrics.WithVersion(opt.Version))
 	h.workers = append(h.workers, worker{"metrics", met.Run})
 	h.conns.register(met.Registry())
 	h.Mux.Handle("GET /metrics", met.Handler())
@@ -320,6 +325,9 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	}
 	h.Handler = secureHeaders(authenticated(authn, limiter, challenges, rateLimited(limiter, unrouted(h.Mux))), opt.TLSCert != "")
 	h.Handler = tracing.Middleware(h.Handler)
+	rec := audit.New(log)
+	h.workers = append(h.workers, worker{"audit of registrations", func(ctx context.Context) { auditRelay(ctx, relay.Events(), rec) }})
+	h.Handler = newObserver(h.Mux, log, !opt.NoRequestLog, rec, met.HTTP()).wrap(h.Handler)
 	if d := cmp.Or(opt.BodyTimeout, DefaultBodyTimeout); d > 0 {
 		h.Handler = bodyDeadline(d, h.Handler)
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/switchboard-hub/switchboard/internal/audit"
 	"github.com/switchboard-hub/switchboard/internal/auth"
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/httperr"
@@ -25,6 +26,7 @@ func rateLimited(l *ratelimit.Limiter, next http.Handler) http.Handler {
 			return
 		}
 		if ok, wait := l.Allow(auth.CallerKey(r)); !ok {
+			noteRateLimited(r)
 			tooManyRequests(w, wait)
 			return
 		}
@@ -121,9 +123,12 @@ func authenticated(a *auth.Authenticator, l *ratelimit.Limiter, challenges []Cha
 		if err != nil {
 			if errors.Is(err, auth.ErrUnauthenticated) {
 				if ok, wait := l.Allow(auth.AddrKey(r)); !ok {
+					noteRateLimited(r)
 					tooManyRequests(w, wait)
 					return
 				}
+				audit.Record(r.Context(), audit.Event{Action: audit.ActionTokenInvalid, Outcome: audit.Refused,
+					Status: http.StatusUnauthorized, Reason: err.Error()})
 				for _, c := range challenges {
 					if ch, ok := c.Challenge(r); ok {
 						w.Header().Set("WWW-Authenticate", ch)
@@ -133,6 +138,10 @@ func authenticated(a *auth.Authenticator, l *ratelimit.Limiter, challenges []Cha
 			}
 			httperr.From(w, err)
 			return
+		}
+		notePrincipal(r, p)
+		if p.Admin && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			audit.Record(r.Context(), audit.Event{Action: audit.ActionAdminUsed, Outcome: audit.Allowed})
 		}
 		ctx := auth.With(r.Context(), p)
 		if tp := r.Header.Get("Traceparent"); tp != "" { // canonical key: Get need not allocate one
@@ -150,7 +159,7 @@ func authenticated(a *auth.Authenticator, l *ratelimit.Limiter, challenges []Cha
 // redirects (unclean paths, trailing slashes) pass through unchanged.
 func unrouted(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h, pattern := mux.Handler(r)
+		h, pattern := route(mux, r)
 		if pattern != "" || r.RequestURI == "*" {
 			mux.ServeHTTP(w, r)
 			return

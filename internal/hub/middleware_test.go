@@ -53,6 +53,18 @@ func TestRateLimitAndHeaders(t *testing.T) {
 	if limited.Header.Get("Retry-After") == "" {
 		t.Fatal("429 without Retry-After")
 	}
+	// The refusals are counted in the metrics.
+	mreq, _ := http.NewRequest("GET", base+"/metrics", nil)
+	mreq.Header.Set("Authorization", "Bearer "+h.AdminToken)
+	mres, err := http.DefaultClient.Do(mreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exposition, _ := io.ReadAll(mres.Body)
+	mres.Body.Close()
+	if !strings.Contains(string(exposition), `switchboard_http_requests_rate_limited_total{caller="anonymous"} 3`) {
+		t.Errorf("rate-limited requests not counted:\n%s", exposition)
+	}
 	for i := 0; i < 10; i++ {
 		if r := get(h.AdminToken); r.StatusCode != 200 {
 			t.Fatalf("the operator is not rate limited: %d", r.StatusCode)

@@ -11,15 +11,28 @@
 //     the store answers), with the store calls the scrape makes timed in a
 //     histogram so that store latency is measured on real operations.
 //
+// A third kind is fed by the hub's HTTP middleware through the HTTP type:
+// requests by route pattern, method and status code, their durations, and
+// the requests refused for their rate or for want of a credential.
+//
+// Names follow Prometheus's conventions: counters, and only counters, end
+// in _total; units are in the name (_seconds, _messages, _bytes);
+// switchboard_build_info carries the version as labels with the value 1.
+// docs/metrics.md lists every series.
+//
 // Cardinality is bounded: the protocol label takes only the known protocol
-// names (anything else is "other"), and per-receiver queue depth is
-// reported only for the TopN deepest queues.
+// names (anything else is "other"), the route label is a mux pattern (or
+// "unmatched"), the method label a known method (or "other"), and
+// per-receiver queue depth is reported only for the TopN deepest queues.
 package metrics
 
 import (
 	"context"
 	"net/http"
+	"runtime"
+	"runtime/debug"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -80,6 +93,9 @@ func WithMaxScan(n int) Option {
 	}
 }
 
+// WithVersion sets the version label of switchboard_build_info.
+func WithVersion(v string) Option { return func(m *Metrics) { m.version = v } }
+
 // WithPublic serves the metrics without authentication (the default
 // requires the admin token, as every operator route does).
 func WithPublic(public bool) Option { return func(m *Metrics) { m.public = public } }
@@ -93,6 +109,8 @@ type Metrics struct {
 	topN    int
 	maxScan int
 	public  bool
+	version string
+	http    *HTTP
 
 	accepted  *prometheus.CounterVec
 	delivered *prometheus.CounterVec
@@ -139,15 +157,96 @@ func New(relay *core.Relay, opts ...Option) *Metrics {
 	m.storeOps = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "store_operation_seconds",
 		Help:    "Duration of the store operations a scrape makes (ping, list_agents, queue_depth).",
 		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}}, []string{"op"})
+	m.http = newHTTP()
 	bus := relay.Events()
 	dropped := prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Name: "events_dropped_total",
 		Help: "Relay events lost by slow subscribers of the event bus (all subscribers, metrics included)."},
 		func() float64 { return float64(bus.Dropped()) })
 	m.reg.MustRegister(m.accepted, m.delivered, m.rejected, m.timedOut, m.expired, m.retries, m.replayed, m.regs, m.deregs,
-		m.latency, m.attempts, dropped, &storeCollector{m: m},
+		m.latency, m.attempts, dropped, &storeCollector{m: m}, buildInfo(m.version),
+		m.http.requests, m.http.duration, m.http.rateLimited, m.http.refused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.events, m.cancel = bus.Subscribe(eventBuffer)
 	return m
+}
+
+// buildInfo is the constant switchboard_build_info series.
+func buildInfo(version string) prometheus.Collector {
+	revision := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if version == "" || version == "dev" {
+			if v := bi.Main.Version; v != "" && v != "(devel)" {
+				version = v
+			}
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				revision = s.Value
+			}
+		}
+	}
+	if version == "" {
+		version = "dev"
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "build_info",
+		Help:        "Always 1; the labels name the hub's version, Go version and VCS revision.",
+		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version(), "revision": revision}})
+	g.Set(1)
+	return g
+}
+
+// HTTP returns the request metrics, which the hub's middleware feeds.
+func (m *Metrics) HTTP() *HTTP { return m.http }
+
+// HTTP holds the request metrics.
+type HTTP struct {
+	requests    *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	rateLimited *prometheus.CounterVec
+	refused     *prometheus.CounterVec
+}
+
+func newHTTP() *HTTP {
+	return &HTTP{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "http_requests_total",
+			Help: "HTTP requests answered, by route pattern, method and status code."}, []string{"route", "method", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "http_request_duration_seconds",
+			Help:    "Time to answer an HTTP request (to the end of the handler: a stream counts its whole life), by route pattern, method and status code.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}, []string{"route", "method", "code"}),
+		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "http_requests_rate_limited_total",
+			Help: "Requests refused with 429 for their caller's request rate, by the kind of caller (agent or anonymous)."}, []string{"caller"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "http_requests_refused_total",
+			Help: "Requests refused for want of a valid credential (401) or for a credential not allowed to do it (403), by route pattern and code."}, []string{"route", "code"}),
+	}
+}
+
+var knownMethods = map[string]bool{"GET": true, "HEAD": true, "POST": true, "PUT": true, "PATCH": true, "DELETE": true, "OPTIONS": true}
+
+// Observe counts one answered request. route is the mux pattern that
+// served it ("" when none matched).
+func (h *HTTP) Observe(route, method string, code int, d time.Duration) {
+	if route == "" {
+		route = "unmatched"
+	}
+	if !knownMethods[method] {
+		method = "other"
+	}
+	c := strconv.Itoa(code)
+	h.requests.WithLabelValues(route, method, c).Inc()
+	h.duration.WithLabelValues(route, method, c).Observe(d.Seconds())
+	if code == http.StatusUnauthorized || code == http.StatusForbidden {
+		h.refused.WithLabelValues(route, c).Inc()
+	}
+}
+
+// RateLimited counts a request refused for its rate; agent says whether
+// the caller was an agent's credential (else an anonymous address).
+func (h *HTTP) RateLimited(agent bool) {
+	caller := "anonymous"
+	if agent {
+		caller = "agent"
+	}
+	h.rateLimited.WithLabelValues(caller).Inc()
 }
 
 // Registry returns the registry the metrics are in, to add more.
@@ -235,9 +334,9 @@ type storeCollector struct{ m *Metrics }
 var (
 	descAgents = prometheus.NewDesc(Namespace+"_agents", "Registered agents by lease state (alive: lease current).",
 		[]string{"state"}, nil)
-	descQueue = prometheus.NewDesc(Namespace+"_queue_depth", "Queued messages of the receivers with the deepest queues (top N).",
+	descQueue = prometheus.NewDesc(Namespace+"_receiver_queued_messages", "Queued messages of the receivers with the deepest queues (top N).",
 		[]string{"receiver"}, nil)
-	descQueueTotal = prometheus.NewDesc(Namespace+"_queue_depth_total", "Queued messages of all scanned registered receivers.",
+	descQueueTotal = prometheus.NewDesc(Namespace+"_queued_messages", "Queued messages of all scanned registered receivers.",
 		nil, nil)
 	descStoreUp = prometheus.NewDesc(Namespace+"_store_up", "1 when the store answered the scrape's ping, else 0.",
 		nil, nil)

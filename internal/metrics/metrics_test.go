@@ -7,10 +7,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -143,8 +147,11 @@ func TestMetricsAfterTraffic(t *testing.T) {
 		{"switchboard_delivery_latency_seconds", atp, 3},
 		{"switchboard_agent_registrations_total", nil, 3},
 		{"switchboard_agents", map[string]string{"state": "alive"}, 3},
-		{"switchboard_queue_depth", map[string]string{"receiver": "puller"}, 2},
-		{"switchboard_queue_depth_total", nil, 2},
+		{"switchboard_receiver_queued_messages", map[string]string{"receiver": "puller"}, 2},
+		{"switchboard_queued_messages", nil, 2},
+		{"switchboard_build_info", nil, 1},
+		{"switchboard_http_requests_total", map[string]string{"route": "POST /atp/send", "method": "POST", "code": "200"}, 6},
+		{"switchboard_http_request_duration_seconds", map[string]string{"route": "POST /atp/send", "code": "200"}, 6},
 		{"switchboard_store_up", nil, 1},
 	}
 	// Events reach the collector asynchronously: scrape until it caught
@@ -166,7 +173,7 @@ func TestMetricsAfterTraffic(t *testing.T) {
 	if len(missing) > 0 {
 		t.Fatalf("metrics not as expected:\n%s", strings.Join(missing, "\n"))
 	}
-	if _, ok := value(fams, "switchboard_queue_depth", map[string]string{"receiver": "ok-worker"}); ok {
+	if _, ok := value(fams, "switchboard_receiver_queued_messages", map[string]string{"receiver": "ok-worker"}); ok {
 		t.Error("an empty queue has a queue_depth series; only non-empty queues are listed")
 	}
 	if n, ok := value(fams, "switchboard_store_operation_seconds", map[string]string{"op": "ping"}); !ok || n < 1 {
@@ -251,5 +258,91 @@ func TestObserveLabels(t *testing.T) {
 	}
 	if n := len(byName["switchboard_messages_accepted_total"].GetMetric()); n != 6 {
 		t.Errorf("accepted_total has %d series, want 6 (4 protocols, unknown, other)", n)
+	}
+}
+
+// TestNamingConventions holds every series to Prometheus's naming rules:
+// _total on counters and only on counters, and no unitless durations.
+func TestNamingConventions(t *testing.T) {
+	h, base := hubtest.Start(t, hub.Options{})
+	// One request of each kind so the request series exist.
+	do(t, "GET", base+"/healthz", "", nil)
+	do(t, "GET", base+"/v1/dlq", "", nil)
+	fams := scrape(t, base, h.AdminToken)
+	for _, name := range []string{"switchboard_build_info", "switchboard_http_requests_total", "switchboard_http_request_duration_seconds",
+		"switchboard_http_requests_refused_total", "switchboard_queued_messages"} {
+		if fams[name] == nil {
+			t.Errorf("%s missing", name)
+		}
+	}
+	if v, ok := value(fams, "switchboard_http_requests_refused_total", map[string]string{"route": "GET /v1/dlq", "code": "401"}); !ok || v != 1 {
+		t.Errorf("refused counter for GET /v1/dlq = %v (present %v), want 1", v, ok)
+	}
+	for name, f := range fams {
+		if !strings.HasPrefix(name, metrics.Namespace+"_") {
+			continue
+		}
+		counter := f.GetType() == dto.MetricType_COUNTER
+		if total := strings.HasSuffix(name, "_total"); total != counter {
+			t.Errorf("%s is a %s: _total belongs to counters and only to them", name, f.GetType())
+		}
+		if strings.Contains(name, "latency") || strings.Contains(name, "duration") {
+			if !strings.Contains(name, "_seconds") {
+				t.Errorf("%s measures time without _seconds", name)
+			}
+		}
+	}
+	bi := fams["switchboard_build_info"].GetMetric()[0]
+	labels := map[string]string{}
+	for _, l := range bi.GetLabel() {
+		labels[l.GetName()] = l.GetValue()
+	}
+	if labels["version"] == "" || !strings.HasPrefix(labels["goversion"], "go") {
+		t.Errorf("build_info labels %v", labels)
+	}
+}
+
+// TestGrafanaDashboard checks that every series the Grafana dashboard in
+// docs/ queries is one the hub exports.
+func TestGrafanaDashboard(t *testing.T) {
+	h, _ := hubtest.Start(t, hub.Options{Dev: true})
+	m := metrics.New(h.Relay)
+	descs := make(chan *prometheus.Desc, 256)
+	go func() { m.Registry().Describe(descs); close(descs) }()
+	known := map[string]bool{"switchboard_connections_open": true, "switchboard_connections_max": true, "switchboard_connections_refused_total": true}
+	nameRE := regexp.MustCompile(`fqName: "([a-z_]+)"`)
+	for d := range descs {
+		if mm := nameRE.FindStringSubmatch(d.String()); mm != nil {
+			known[mm[1]] = true
+		}
+	}
+	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "grafana-dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatal(err)
+	}
+	if len(dash.Panels) < 8 {
+		t.Fatalf("%d panels", len(dash.Panels))
+	}
+	seriesRE := regexp.MustCompile(`\b((?:switchboard|process)_[a-z_]+)`)
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			for _, mm := range seriesRE.FindAllStringSubmatch(tg.Expr, -1) {
+				name := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(mm[1], "_bucket"), "_count"), "_sum")
+				if !known[name] {
+					t.Errorf("panel %q queries %s, which the hub does not export", p.Title, mm[1])
+				}
+			}
+		}
 	}
 }

@@ -932,7 +932,7 @@ func TestReplayedWebhook(t *testing.T) {
 		{"stale timestamp re-signed with a guessed key", func(h http.Header) {
 			old := time.Now().Add(-time.Hour).Unix()
 			h.Set(webhooksig.TimestampHeader, fmt.Sprint(old))
-			h.Set(webhooksig.SignatureHeader, webhooksig.Signature([]byte("guess"), old, body))
+			h.Set(webhooksig.SignatureHeader, webhooksig.Signature([]byte("guess"), h.Get(webhooksig.IDHeader), old, body))
 		}, body},
 	}
 	if ts == "" {

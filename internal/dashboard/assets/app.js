@@ -19,7 +19,7 @@ function el(tag, attrs, ...children) {
     else if (k.startsWith("on")) n.addEventListener(k.slice(2), v);
     else n.setAttribute(k, v === true ? "" : String(v));
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === undefined || c === null || c === false) continue;
     n.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -30,6 +30,12 @@ function fmtTime(s) {
   if (!s || s.startsWith("0001-")) return "—";
   const d = new Date(s);
   return isNaN(d) ? s : d.toLocaleTimeString([], { hour12: false }) + "." + String(d.getMilliseconds()).padStart(3, "0");
+}
+
+function fmtDate(s) {
+  if (!s || s.startsWith("0001-")) return "—";
+  const d = new Date(s);
+  return isNaN(d) ? s : d.toLocaleString([], { hour12: false });
 }
 
 function fmtAgo(s, now) {
@@ -48,21 +54,49 @@ function fmtLatency(ns) {
 
 class Unauthorized extends Error {}
 
+// csrf is the session's CSRF token, sent with every state-changing call.
+let csrf = "";
+
 async function api(path, opts = {}) {
-  const res = await fetch(API + path, {
-    method: opts.method || "GET",
-    credentials: "same-origin",
-    headers: { "Accept": "application/json", "X-Switchboard-Dashboard": "1" },
-  });
+  const method = opts.method || "GET";
+  const headers = { "Accept": "application/json" };
+  if (method !== "GET" && csrf) headers["X-CSRF-Token"] = csrf;
+  const res = await fetch(API + path, { method, credentials: "same-origin", headers });
   if (res.status === 401) { showLogin(); throw new Unauthorized("login needed"); }
   const body = await res.json().catch(() => ({}));
   if (!res.ok) throw new Error(body.message || body.error || res.statusText);
   return body;
 }
 
+// copyButton copies text to the clipboard and says so.
+function copyButton(text) {
+  const b = el("button", { class: "copy", type: "button", title: "copy " + text, "data-copy": text }, "copy");
+  b.addEventListener("click", async (e) => {
+    e.preventDefault(); e.stopPropagation();
+    try {
+      await navigator.clipboard.writeText(text);
+    } catch {
+      const t = el("textarea", {}, text); document.body.append(t); t.select(); document.execCommand("copy"); t.remove();
+    }
+    b.textContent = "copied";
+    setTimeout(() => { b.textContent = "copy"; }, 1500);
+  });
+  return b;
+}
+
+// msgLink shows a message's whole id (UUIDv7 ids share their first
+// characters: a cut id says nothing), opening its receipt, with a copy
+// button.
 function msgLink(id) {
   if (!id) return "";
-  return el("a", { class: "msg", title: "show the receipt", "data-msg": id, onclick: (e) => { e.preventDefault(); openReceipt(id); } }, id.length > 18 ? id.slice(0, 16) + "…" : id);
+  return el("span", { class: "idbox" },
+    el("a", { class: "msg", href: "#", title: "show the receipt", "data-msg": id, onclick: (e) => { e.preventDefault(); openReceipt(id); } }, id),
+    copyButton(id));
+}
+
+function agentLink(id) {
+  if (!id) return "?";
+  return el("a", { class: "agent", href: "#agent/" + encodeURIComponent(id), "data-agent-link": id }, id);
 }
 
 function badge(text, cls) { return el("span", { class: "pill " + cls }, text); }
@@ -71,15 +105,18 @@ function badge(text, cls) { return el("span", { class: "pill " + cls }, text); }
 
 function showLogin() {
   $("#app").hidden = true;
-  $("#logout-form").hidden = true;
+  $("#logout").hidden = true;
   $("#login").hidden = false;
   if (new URLSearchParams(location.search).get("login") === "failed") $("#login-error").hidden = false;
   $("#token").focus();
 }
 
 function switchTab(name) {
-  for (const b of document.querySelectorAll(".tabs button")) b.classList.toggle("active", b.dataset.tab === name);
+  for (const b of document.querySelectorAll(".tabs button")) b.classList.toggle("active", b.dataset.tab === name || (name === "agent" && b.dataset.tab === "agents"));
   for (const s of document.querySelectorAll(".tab")) s.hidden = s.id !== "tab-" + name;
+  if (name !== "agent" && location.hash !== "#" + name) history.replaceState(null, "", "#" + name);
+  if (name === "overview") guard(loadStats)();
+  if (name === "history") guard(loadHistory)();
   if (name === "agents") guard(loadAgents)();
   if (name === "conversations") guard(loadConversations)();
   if (name === "dlq") guard(loadDLQ)();
@@ -96,7 +133,8 @@ async function loadAgents() {
     const c = a.card || {};
     const caps = [...new Set([...(a.capabilities || []), ...(c.tools || [])])];
     tbody.append(el("tr", { "data-agent": a.agent_id },
-      el("td", {}, el("strong", {}, c.name || a.agent_id), el("div", { class: "muted mono" }, a.uri),
+      el("td", {}, el("strong", {}, agentLink(a.agent_id)), c.name && c.name !== a.agent_id ? el("span", { class: "muted" }, " " + c.name) : null,
+        el("div", { class: "muted mono" }, a.uri),
         c.description ? el("div", { class: "muted" }, c.description) : null),
       el("td", {}, badge(a.status, "st-" + a.status)),
       el("td", {}, a.protocol || "—"),
@@ -136,8 +174,19 @@ function connectFlow() {
   for (const t of EVENT_TYPES) source.addEventListener(t, (e) => onEvent(JSON.parse(e.data)));
 }
 
+// refilterFlow applies the filters to the rows already shown, not only to
+// the events that arrive after a change.
+function refilterFlow() {
+  const type = $("#f-type").value, agent = $("#f-agent").value.trim(), conv = $("#f-conv").value.trim(), proto = $("#f-proto").value;
+  for (const tr of document.querySelectorAll("#flow-table tbody tr")) {
+    tr.hidden = (type && tr.dataset.type !== type) || (proto && tr.dataset.proto !== proto) ||
+      (agent && !tr.dataset.who.split(" ").includes(agent)) || (conv && tr.dataset.conv !== conv);
+  }
+}
+
 function onEvent(ev) {
   if (ev.type === "registered" || ev.type === "deregistered") {
+    if (!$("#tab-agent").hidden) guard(loadAgentPage)(currentAgent);
     if (!$("#tab-agents").hidden) loadAgents().catch(() => {});
   }
   if ((ev.type === "timeout" || ev.type === "rejected" || ev.type === "replayed") && !$("#tab-dlq").hidden) loadDLQ().catch(() => {});
@@ -148,7 +197,8 @@ function onEvent(ev) {
   const route = ev.agent ? ev.agent : (ev.sender || "?") + " → " + (ev.receiver || "?");
   const detail = [ev.detail, ev.error, ev.code ? "code " + ev.code : "", ev.queued ? ev.queued + " queued" : "",
     ev.conversation_id ? "conv " + ev.conversation_id : ""].filter(Boolean).join(" · ");
-  tbody.prepend(el("tr", { class: "ev", "data-type": ev.type, "data-msg": ev.message_id || "" },
+  tbody.prepend(el("tr", { class: "ev", "data-type": ev.type, "data-msg": ev.message_id || "", "data-proto": ev.protocol || "",
+    "data-who": [ev.agent, ev.sender, ev.receiver].filter(Boolean).join(" "), "data-conv": ev.conversation_id || "" },
     el("td", {}, fmtTime(ev.at)),
     el("td", {}, badge(ev.type, "ev-" + ev.type)),
     el("td", {}, msgLink(ev.message_id)),
@@ -250,9 +300,9 @@ async function openReceipt(id) {
     view.replaceChildren(el("p", { class: "error" }, "No receipt for " + id + ": " + e.message));
     return;
   }
-  const rows = [["Message", r.message_id], ["From → To", r.sender + " → " + r.receiver], ["Status", badge(r.status, "st-" + r.status)],
+  const rows = [["Message", msgLink(r.message_id)], ["From → To", [agentLink(r.sender), " → ", agentLink(r.receiver)]], ["Status", badge(r.status, "st-" + r.status)],
     ["Attempts", String(r.attempts)], ["Code", r.code ? String(r.code) : "—"], ["Last error", r.last_error || "—"],
-    ["Created", r.created_at], ["Updated", r.updated_at], ["Expires", r.expires_at]];
+    ["Created", fmtDate(r.created_at)], ["Updated", fmtDate(r.updated_at)], ["Expires", fmtDate(r.expires_at)]];
   view.replaceChildren(el("div", { class: "receipt", id: "receipt-card", "data-status": r.status },
     el("dl", {}, rows.map(([k, v]) => [el("dt", {}, k), el("dd", {}, v)])),
     r.reply ? [el("h3", {}, "Receiver's reply"), el("pre", {}, JSON.stringify(r.reply, null, 2))] : null,
@@ -268,18 +318,36 @@ async function loadDLQ() {
   tbody.replaceChildren();
   for (const r of data.dead_letters) {
     const btn = el("button", { class: "small replay", "data-replay": r.message_id }, "Replay");
-    btn.addEventListener("click", () => replay(r.message_id, btn));
+    btn.addEventListener("click", () => replay(r.message_id, btn, r));
     tbody.append(el("tr", { "data-msg": r.message_id },
-      el("td", {}, msgLink(r.message_id)), el("td", {}, r.sender + " → " + r.receiver),
+      el("td", {}, msgLink(r.message_id)), el("td", {}, agentLink(r.sender), " → ", agentLink(r.receiver)),
       el("td", {}, badge(r.status, "st-" + r.status)), el("td", {}, String(r.attempts)),
-      el("td", {}, r.code ? String(r.code) : ""), el("td", { class: "detail" }, r.last_error || ""),
+      el("td", {}, r.code ? String(r.code) : "—"), el("td", { class: "detail" }, r.last_error || "—"),
       el("td", {}, fmtTime(r.updated_at)), el("td", {}, btn)));
   }
   $("#dlq-empty").hidden = data.dead_letters.length > 0;
   $("#count-dlq").textContent = "(" + data.dead_letters.length + ")";
 }
 
-async function replay(id, btn) {
+// confirmAction asks in a dialog; it resolves true on Confirm.
+function confirmAction(title, text, okLabel) {
+  const d = $("#confirm");
+  $("#confirm-title").textContent = title;
+  $("#confirm-text").replaceChildren(...[text].flat());
+  $("#confirm-ok").textContent = okLabel;
+  return new Promise((resolve) => {
+    d.addEventListener("close", () => resolve(d.returnValue === "ok"), { once: true });
+    d.returnValue = "";
+    d.showModal();
+    $("#confirm-cancel").focus();
+  });
+}
+
+async function replay(id, btn, r) {
+  const who = r ? [" from ", el("strong", {}, r.sender), " to ", el("strong", {}, r.receiver)] : [];
+  const ok = await confirmAction("Replay this dead letter?",
+    ["Message ", el("code", {}, id), ...who, " is queued again with a fresh TTL and delivered as if it were new."], "Replay");
+  if (!ok) return;
   btn.disabled = true;
   const note = $("#dlq-note");
   try {
@@ -353,25 +421,182 @@ async function start() {
   const s = await fetch(API + "/session", { credentials: "same-origin" }).then((r) => r.json());
   $("#hub-host").textContent = s.host ? "· " + s.host + (s.dev ? " (dev mode, auth off)" : "") : "";
   if (!s.authenticated) { showLogin(); return; }
+  csrf = s.csrf_token || "";
   $("#app").hidden = false;
-  $("#logout-form").hidden = s.dev;
-  if (location.search) history.replaceState(null, "", location.pathname);
+  $("#logout").hidden = s.dev;
+  if (location.search) history.replaceState(null, "", location.pathname + location.hash);
+  $("#logout").addEventListener("click", logout);
+  $("#stats-refresh").addEventListener("click", guard(loadStats));
+  $("#history-form").addEventListener("submit", (e) => { e.preventDefault(); historyCursors = []; guard(loadHistory)(); });
+  $("#h-older").addEventListener("click", () => { historyCursors.push(historyNext); guard(loadHistory)(); });
+  $("#h-newer").addEventListener("click", () => { historyCursors.pop(); guard(loadHistory)(); });
+  window.addEventListener("hashchange", route);
   for (const b of document.querySelectorAll(".tabs button")) b.addEventListener("click", () => switchTab(b.dataset.tab));
   $("#agents-refresh").addEventListener("click", guard(loadAgents));
   $("#conv-refresh").addEventListener("click", guard(loadConversations));
   $("#dlq-refresh").addEventListener("click", guard(loadDLQ));
   $("#amp-refresh").addEventListener("click", guard(loadAMP));
   $("#receipt-form").addEventListener("submit", (e) => { e.preventDefault(); guard(openReceipt)($("#receipt-id").value.trim()); });
-  for (const id of ["#f-type", "#f-agent", "#f-conv"]) $(id).addEventListener("change", connectFlow);
+  for (const id of ["#f-type", "#f-agent", "#f-conv"]) $(id).addEventListener("change", () => { refilterFlow(); connectFlow(); });
+  $("#f-proto").addEventListener("change", refilterFlow);
   $("#flow-pause").addEventListener("click", () => { paused = !paused; $("#flow-pause").textContent = paused ? "Resume" : "Pause"; });
   $("#flow-clear").addEventListener("click", () => { $("#flow-table tbody").replaceChildren(); flowCount = 0; $("#count-flow").textContent = ""; $("#flow-empty").hidden = false; });
   connectFlow();
-  guard(loadAgents)();
   guard(loadDLQ)();
+  route();
   setInterval(() => {
+    if (!$("#tab-overview").hidden) guard(loadStats)();
     if (!$("#tab-agents").hidden) guard(loadAgents)();
     if (!$("#tab-amp").hidden) guard(loadAMP)();
   }, 5000);
+}
+
+// route shows the view the address names: #agent/ID, or a tab's name.
+function route() {
+  const h = decodeURIComponent(location.hash.slice(1));
+  if (h.startsWith("agent/")) { currentAgent = h.slice(6); switchTab("agent"); guard(loadAgentPage)(currentAgent); return; }
+  const tabs = [...document.querySelectorAll(".tabs button")].map((b) => b.dataset.tab);
+  switchTab(tabs.includes(h) ? h : "overview");
+}
+
+async function logout() {
+  const res = await fetch("/dashboard/logout", { method: "POST", credentials: "same-origin", headers: { "X-CSRF-Token": csrf } });
+  if (!res.ok) { console.error("logout: " + res.status); return; }
+  if (source) source.close();
+  csrf = "";
+  showLogin();
+}
+
+// ---- overview: charts ----
+
+// lineChart draws series ({name, cls, values}) over the sample times as an
+// SVG with a zero line, the largest value and the time span.
+function lineChart(times, series, unit) {
+  const NS = "http://www.w3.org/2000/svg";
+  const w = 420, h = 150, left = 44, right = 8, top = 10, bottom = 22;
+  const svg = document.createElementNS(NS, "svg");
+  svg.setAttribute("viewBox", `0 0 ${w} ${h}`); svg.setAttribute("class", "linechart"); svg.setAttribute("role", "img");
+  const max = Math.max(1, ...series.flatMap((s) => s.values));
+  const n = times.length;
+  const x = (i) => n <= 1 ? w - right : left + (i / (n - 1)) * (w - left - right);
+  const y = (v) => top + (1 - v / max) * (h - top - bottom);
+  const add = (tag, attrs, text) => {
+    const e = document.createElementNS(NS, tag);
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+    if (text !== undefined) e.textContent = text;
+    svg.append(e);
+    return e;
+  };
+  add("line", { x1: left, x2: w - right, y1: y(0), y2: y(0), class: "axis" });
+  add("line", { x1: left, x2: w - right, y1: y(max), y2: y(max), class: "grid" });
+  add("text", { x: left - 4, y: y(max) + 4, class: "tick", "text-anchor": "end" }, fmtNum(max));
+  add("text", { x: left - 4, y: y(0) + 4, class: "tick", "text-anchor": "end" }, "0");
+  if (n > 0) {
+    add("text", { x: left, y: h - 6, class: "tick" }, fmtTime(times[0]).slice(0, 8));
+    add("text", { x: w - right, y: h - 6, class: "tick", "text-anchor": "end" }, fmtTime(times[n - 1]).slice(0, 8));
+  }
+  for (const s of series) {
+    if (!n) continue;
+    const d = s.values.map((v, i) => (i ? "L" : "M") + x(i).toFixed(1) + " " + y(v).toFixed(1)).join(" ");
+    add("path", { d, class: "series " + s.cls, "data-series": s.name });
+    add("circle", { cx: x(n - 1), cy: y(s.values[n - 1]), r: 2.5, class: "series " + s.cls });
+  }
+  add("title", {}, series.map((s) => s.name + " now " + fmtNum(s.values[n - 1] || 0) + unit).join(", "));
+  return svg;
+}
+
+function fmtNum(v) {
+  return v >= 100 ? Math.round(v).toLocaleString() : v >= 10 ? v.toFixed(0) : v.toFixed(v === Math.round(v) ? 0 : 1);
+}
+
+function drawChart(id, times, series, unit) {
+  const fig = $(id);
+  fig.querySelector(".plot").replaceChildren(lineChart(times, series, unit));
+  fig.querySelector(".legend").replaceChildren(...series.map((s) =>
+    el("span", { class: "key " + s.cls }, s.name + " " + fmtNum(s.values.length ? s.values[s.values.length - 1] : 0) + unit)));
+}
+
+async function loadStats() {
+  const data = await api("/stats");
+  const pts = data.points || [];
+  const times = pts.map((p) => p.at);
+  const rate = (p, k) => p.period_s > 0 ? p[k] / p.period_s : 0;
+  drawChart("#chart-throughput", times, [
+    { name: "accepted", cls: "s1", values: pts.map((p) => rate(p, "accepted")) },
+    { name: "delivered", cls: "s2", values: pts.map((p) => rate(p, "delivered")) },
+  ], "/s");
+  drawChart("#chart-queue", times, [{ name: "queued", cls: "s3", values: pts.map((p) => p.queued) }], "");
+  drawChart("#chart-dead", times, [{ name: "new dead letters", cls: "s4", values: pts.map((p) => p.dead_letters) }], "");
+  $("#stats-note").textContent = data.note;
+}
+
+// ---- history ----
+
+let historyCursors = []; // the "before" of each page shown after the first
+let historyNext = 0;
+
+function historyRow(m) {
+  return el("tr", { "data-msg": m.message_id, "data-status": m.status },
+    el("td", { title: m.received_at }, fmtDate(m.received_at)),
+    el("td", {}, msgLink(m.message_id)),
+    el("td", {}, agentLink(m.sender), " → ", agentLink(m.receiver)),
+    el("td", {}, m.type || ""),
+    el("td", {}, m.protocol || ""),
+    el("td", {}, badge(m.status, "st-" + m.status), m.last_error ? el("div", { class: "detail" }, m.last_error) : null),
+    el("td", {}, String(m.attempts)),
+    el("td", { class: "detail" }, m.preview || ""));
+}
+
+async function loadHistory() {
+  const q = new URLSearchParams({ limit: "25" });
+  for (const [k, id] of [["q", "#h-q"], ["agent", "#h-agent"], ["status", "#h-status"], ["protocol", "#h-proto"]]) {
+    const v = $(id).value.trim();
+    if (v) q.set(k, v);
+  }
+  const before = historyCursors[historyCursors.length - 1];
+  if (before) q.set("before", String(before));
+  const data = await api("/messages?" + q);
+  $("#history-table tbody").replaceChildren(...data.messages.map(historyRow));
+  $("#history-empty").hidden = data.messages.length > 0;
+  historyNext = data.next_before || 0;
+  $("#h-older").disabled = !data.more;
+  $("#h-newer").disabled = historyCursors.length === 0;
+  $("#h-page").textContent = "page " + (historyCursors.length + 1) + " · " + data.messages.length + " message" + (data.messages.length === 1 ? "" : "s");
+}
+
+// ---- agent page ----
+
+let currentAgent = "";
+
+async function loadAgentPage(id) {
+  const view = $("#agent-view");
+  let data;
+  try { data = await api("/agents/" + encodeURIComponent(id)); } catch (e) {
+    if (e instanceof Unauthorized) return;
+    $("#agent-title").textContent = id;
+    view.replaceChildren(el("p", { class: "error" }, "No agent " + id + ": " + e.message));
+    return;
+  }
+  const a = data.agent, c = a.card || {};
+  $("#agent-title").replaceChildren(el("span", {}, el("span", { class: "mono" }, a.agent_id), c.name && c.name !== a.agent_id ? el("span", { class: "muted" }, " · " + c.name) : null));
+  $("#agent-status").replaceChildren(badge(a.status, "st-" + a.status));
+  const caps = [...new Set([...(a.capabilities || []), ...(c.tools || [])])];
+  const facts = [["URI", [el("span", { class: "mono" }, a.uri), copyButton(a.uri)]], ["Protocol", a.protocol || "—"],
+    ["Endpoint", a.endpoint + (data.endpoint_url ? " · " + data.endpoint_url : "")], ["Capabilities", caps.join(", ") || "—"],
+    ["Queued", String(a.queued)], ["Registered", fmtDate(a.registered_at)], ["Last seen", fmtAgo(a.last_seen)],
+    ["Lease ends", fmtDate(a.expires_at)], ["Description", c.description || "—"]];
+  const dead = data.dead_letters || [];
+  view.replaceChildren(
+    el("dl", { class: "facts", id: "agent-facts" }, facts.map(([k, v]) => [el("dt", {}, k), el("dd", {}, v)])),
+    el("h3", {}, "Latest messages"),
+    data.messages.length ? el("table", { class: "grid", id: "agent-messages" },
+      el("thead", {}, el("tr", {}, ["Received", "Message", "From → To", "Type", "Protocol", "Status", "Attempts", "Content"].map((h) => el("th", {}, h)))),
+      el("tbody", {}, data.messages.map(historyRow))) : el("p", { class: "empty" }, "No stored messages to or from " + id + "."),
+    el("p", {}, el("a", { href: "#history", onclick: () => { $("#h-agent").value = id; historyCursors = []; } }, "All of " + id + "'s messages in History →")),
+    el("h3", {}, "Dead letters"),
+    dead.length ? el("ul", { class: "list", id: "agent-dead" }, dead.map((r) => el("li", {}, msgLink(r.message_id), " ", badge(r.status, "st-" + r.status),
+      " " + (r.last_error || "")))) : el("p", { class: "empty" }, "None."),
+    el("details", {}, el("summary", {}, "Card (JSON)"), el("pre", {}, JSON.stringify(c, null, 2))));
 }
 
 document.addEventListener("DOMContentLoaded", () => { start().catch((e) => console.error(e)); });

@@ -3,7 +3,7 @@ package webhook
 import (
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/hex"
+	"encoding/base64"
 	"hash"
 	"net/http"
 	"strconv"
@@ -19,13 +19,14 @@ import (
 // keeps; past it the cache is emptied and refills with the agents in use.
 const maxSignerAgents = 4096
 
-// HMACSigner signs every push with the receiving agent's signing secret,
-// derived from the hub's key so that every hub instance sharing the store
-// derives the same one. See package webhooksig for the wire format.
+// HMACSigner signs every push in the Standard Webhooks format with the
+// receiving agent's signing secret, derived from the hub's key so that
+// every hub instance sharing the store derives the same one. See package
+// webhooksig for the wire format.
 //
-// The signer caches, per agent, HMACs keyed with the agent's secret, so a
-// push costs neither the derivation of the secret nor a new HMAC; Key
-// must therefore not change once the signer is in use.
+// The signer caches, per agent, HMACs keyed with the agent's key, so a
+// push costs neither the derivation of the key nor a new HMAC; Key must
+// therefore not change once the signer is in use.
 type HMACSigner struct {
 	Key []byte
 	Now func() time.Time
@@ -34,56 +35,73 @@ type HMACSigner struct {
 	nmacs atomic.Int64
 }
 
-// signingMAC is an HMAC-SHA256 keyed with one agent's secret, reused from
+// signingMAC is an HMAC-SHA256 keyed with one agent's key, reused from
 // push to push, with room for its sum and the signature.
 type signingMAC struct {
 	mac hash.Hash
 	sum [sha256.Size]byte
-	sig [len("v1=") + 2*sha256.Size]byte
+	sig []byte
 }
 
-// SecretFor returns an agent's signing secret (hex).
-func (s *HMACSigner) SecretFor(agentID string) string {
+// agentKey derives an agent's HMAC key from the hub's key.
+func (s *HMACSigner) agentKey(agentID string) []byte {
 	m := hmac.New(sha256.New, s.Key)
-	m.Write([]byte("switchboard webhook secret\x00" + agentID))
-	return hex.EncodeToString(m.Sum(nil))
+	m.Write([]byte("switchboard webhook secret v2\x00" + agentID))
+	return m.Sum(nil)
 }
 
-// Sign implements Signer. The headers are those of webhooksig.Sign.
-func (s *HMACSigner) Sign(req *http.Request, a *core.Agent, body []byte) error {
+// SecretFor returns an agent's signing secret ("whsec_…").
+func (s *HMACSigner) SecretFor(agentID string) string {
+	return webhooksig.SecretFromKey(s.agentKey(agentID))
+}
+
+// Sign implements Signer: the headers of webhooksig.Sign, with the message
+// id as webhook-id.
+func (s *HMACSigner) Sign(req *http.Request, a *core.Agent, messageID string, body []byte) error {
 	now := time.Now()
 	if s.Now != nil {
 		now = s.Now()
 	}
 	ts := strconv.FormatInt(now.Unix(), 10)
-	v := []string{ts, s.signature(a.ID, ts, body)} // one allocation for both values
-	req.Header[webhooksig.TimestampHeader] = v[0:1:1]
-	req.Header[webhooksig.SignatureHeader] = v[1:2:2]
+	v := []string{messageID, ts, s.signature(a.ID, messageID, ts, body)} // one allocation for the values
+	req.Header[idKey] = v[0:1:1]
+	req.Header[timestampKey] = v[1:2:2]
+	req.Header[signatureKey] = v[2:3:3]
 	return nil
 }
 
-// signature is webhooksig.Signature for the secret of agentID at the
+// The canonical forms of webhooksig's header names, as Header.Set makes
+// them.
+var (
+	idKey        = http.CanonicalHeaderKey(webhooksig.IDHeader)
+	timestampKey = http.CanonicalHeaderKey(webhooksig.TimestampHeader)
+	signatureKey = http.CanonicalHeaderKey(webhooksig.SignatureHeader)
+)
+
+// signature is webhooksig.Signature for the key of agentID, message id and
 // timestamp ts (decimal Unix seconds).
-func (s *HMACSigner) signature(agentID, ts string, body []byte) string {
+func (s *HMACSigner) signature(agentID, id, ts string, body []byte) string {
 	pool := s.pool(agentID)
 	sm := pool.Get().(*signingMAC)
 	defer pool.Put(sm)
 	sm.mac.Reset()
-	sm.mac.Write(append(append(sm.sig[:0], ts...), '.'))
+	buf := append(append(append(append(sm.sig[:0], id...), '.'), ts...), '.')
+	sm.mac.Write(buf)
 	sm.mac.Write(body)
 	sum := sm.mac.Sum(sm.sum[:0])
-	n := copy(sm.sig[:], "v1=")
-	hex.Encode(sm.sig[n:], sum)
-	return string(sm.sig[:])
+	out := append(buf[:0], "v1,"...)
+	out = base64.StdEncoding.AppendEncode(out, sum)
+	sm.sig = out[:0]
+	return string(out)
 }
 
-// pool returns the pool of HMACs keyed with agentID's secret.
+// pool returns the pool of HMACs keyed with agentID's key.
 func (s *HMACSigner) pool(agentID string) *sync.Pool {
 	if p, ok := s.macs.Load(agentID); ok {
 		return p.(*sync.Pool)
 	}
-	secret := []byte(s.SecretFor(agentID))
-	p := &sync.Pool{New: func() any { return &signingMAC{mac: hmac.New(sha256.New, secret)} }}
+	key := s.agentKey(agentID)
+	p := &sync.Pool{New: func() any { return &signingMAC{mac: hmac.New(sha256.New, key)} }}
 	if s.nmacs.Add(1) > maxSignerAgents {
 		s.macs.Clear()
 		s.nmacs.Store(1)

@@ -6,6 +6,7 @@ package webhook
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,9 +31,9 @@ type Encoder interface {
 }
 
 // Signer adds authentication headers (for example an HMAC signature) to an
-// outgoing request for agent a.
+// outgoing request carrying message messageID to agent a.
 type Signer interface {
-	Sign(req *http.Request, a *core.Agent, body []byte) error
+	Sign(req *http.Request, a *core.Agent, messageID string, body []byte) error
 }
 
 // Deliverer posts messages to callback URLs.
@@ -73,7 +74,7 @@ func (d *Deliverer) Deliver(ctx context.Context, a *core.Agent, m *core.Message)
 		req.Header["Traceparent"] = v[4:5:5]
 	}
 	if d.Signer != nil {
-		if err := d.Signer.Sign(req, a, body); err != nil {
+		if err := d.Signer.Sign(req, a, m.ID, body); err != nil {
 			return core.Delivery{Kind: core.OutcomeRetry, Err: fmt.Errorf("sign request: %w", err)}
 		}
 	}
@@ -123,14 +124,30 @@ func Classify(status int, reply []byte) core.Delivery {
 				if code == 0 {
 					code = http.StatusUnprocessableEntity
 				}
-				return core.Delivery{Kind: core.OutcomeRejected, Code: code, Reply: keep, Detail: ack.Detail}
+				why := ack.Detail
+				if why == "" {
+					why = fmt.Sprintf("receiver rejected it (code %d)", code)
+				}
+				// The refusal's text is the dead letter's last error.
+				return core.Delivery{Kind: core.OutcomeRejected, Code: code, Reply: keep, Detail: ack.Detail, Err: errors.New(why)}
 			}
 		}
 		return core.Delivery{Kind: core.OutcomeDelivered, Code: status, Reply: keep}
 	case status == http.StatusRequestTimeout || status == http.StatusTooEarly || status == http.StatusTooManyRequests || status >= 500:
 		return core.Delivery{Kind: core.OutcomeRetry, Code: status, Err: fmt.Errorf("receiver answered %d", status)}
 	default:
-		return core.Delivery{Kind: core.OutcomeRejected, Code: status, Reply: keep, Detail: fmt.Sprintf("receiver answered %d", status)}
+		why := fmt.Sprintf("receiver answered %d", status)
+		var body struct {
+			Detail  string `json:"detail"`
+			Message string `json:"message"`
+		}
+		if keep != nil && json.Unmarshal(keep, &body) == nil {
+			if d := cmp.Or(body.Detail, body.Message); d != "" {
+				why += ": " + d
+			}
+		}
+		return core.Delivery{Kind: core.OutcomeRejected, Code: status, Reply: keep, Detail: fmt.Sprintf("receiver answered %d", status),
+			Err: errors.New(why)}
 	}
 }
 

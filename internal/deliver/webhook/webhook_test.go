@@ -21,13 +21,16 @@ func TestSignMatchesWebhooksig(t *testing.T) {
 	for i, id := range []string{"a", "b", "a", "a", "b"} {
 		body := bytes.Repeat([]byte{'x'}, i*100)
 		req := httptest.NewRequest(http.MethodPost, "http://agent/inbox", nil)
-		if err := s.Sign(req, &core.Agent{ID: id}, body); err != nil {
+		msgID := "msg-" + string(rune('0'+i))
+		if err := s.Sign(req, &core.Agent{ID: id}, msgID, body); err != nil {
 			t.Fatal(err)
 		}
 		secret := []byte(s.SecretFor(id))
 		want := httptest.NewRequest(http.MethodPost, "http://agent/inbox", nil)
-		webhooksig.Sign(want, secret, body, now)
-		for _, k := range []string{webhooksig.TimestampHeader, webhooksig.SignatureHeader} {
+		if err := webhooksig.Sign(want, string(secret), msgID, body, now); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{webhooksig.IDHeader, webhooksig.TimestampHeader, webhooksig.SignatureHeader} {
 			if got := req.Header.Values(k); len(got) != 1 || got[0] != want.Header.Get(k) {
 				t.Fatalf("push %d to %s: %s = %q, want %q", i, id, k, got, want.Header.Get(k))
 			}
@@ -68,7 +71,7 @@ func TestDeliverHeaders(t *testing.T) {
 			t.Errorf("%s = %q, want %q", k, v, want)
 		}
 	}
-	if got.Get(webhooksig.SignatureHeader) == "" || got.Get(webhooksig.TimestampHeader) == "" {
+	if got.Get(webhooksig.SignatureHeader) == "" || got.Get(webhooksig.TimestampHeader) == "" || got.Get(webhooksig.IDHeader) != "m1" {
 		t.Errorf("unsigned push: %v", got)
 	}
 }

@@ -611,7 +611,10 @@ func queueOutcomes(b *pgx.Batch, outs []core.Outcome, ended func(id string, l co
 				SELECT * FROM unnest($1::text[], $2::text[], $3::integer[], $4::integer[], $5::text[], $6::bytea[], $7::timestamptz[], $8::text[])
 					AS o(id, status, attempt, code, err, reply, at, ev)
 			)
-			UPDATE messages m SET state = 1, status = o.status, attempts = m.attempts + o.attempt, code = o.code, last_error = o.err,
+			UPDATE messages m SET state = 1, status = o.status, attempts = m.attempts + o.attempt,
+				-- a timeout without a code or error of its own keeps the last attempt's
+				code = CASE WHEN o.status = 'timeout' AND o.code = 0 THEN m.code ELSE o.code END,
+				last_error = CASE WHEN o.status = 'timeout' AND o.err = '' THEN m.last_error ELSE o.err END,
 				reply = o.reply, updated_at = o.at, claim_until = `+zeroTS+`, `+historyFrom+`
 			FROM o WHERE m.id = o.id AND m.state = 0
 			RETURNING m.id, m.receiver, m.sender`,

@@ -527,9 +527,19 @@ func applyOutcome(ctx context.Context, tx *wtx, o core.Outcome) (int, error) {
 	if len(o.Reply) > 0 {
 		reply = o.Reply
 	}
-	res, err := tx.ExecContext(ctx, `UPDATE messages SET state = 1, status = ?, attempts = attempts + ?, code = ?, last_error = ?, reply = ?, updated_at = ?, claim_until = 0, `+appendHistory+`
+	// A timeout that brings no code or error of its own (the scheduler
+	// found the TTL passed at the next attempt) keeps those of the last
+	// failed attempt: that is what a dead letter's reader needs.
+	keep := 0
+	if o.Kind == core.OutcomeTimeout {
+		keep = 1
+	}
+	res, err := tx.ExecContext(ctx, `UPDATE messages SET state = 1, status = ?, attempts = attempts + ?,
+		code = CASE WHEN ? = 1 AND ? = 0 THEN code ELSE ? END,
+		last_error = CASE WHEN ? = 1 AND ? = '' THEN last_error ELSE ? END,
+		reply = ?, updated_at = ?, claim_until = 0, `+appendHistory+`
 		WHERE id = ? AND state = 0`,
-		string(status), attempt, o.Code, o.Error, reply, ts(o.At), event(o.At, status, o.Detail), o.MessageID)
+		string(status), attempt, keep, o.Code, o.Code, keep, o.Error, o.Error, reply, ts(o.At), event(o.At, status, o.Detail), o.MessageID)
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: record outcome: %w", err)
 	}

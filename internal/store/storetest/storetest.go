@@ -887,6 +887,77 @@ var completeCases = []testCase{
 			})
 		}
 	}},
+	{"a timeout after failed attempts keeps the last error", func(t *testing.T, s core.Store) {
+		// The scheduler ends a message whose TTL passed at its next
+		// attempt with a timeout outcome that carries no error of its own:
+		// the dead letter must keep what the last attempt saw.
+		tests := []struct {
+			name  string
+			retry core.Outcome
+			end   core.Outcome
+			code  int
+			err   string
+		}{
+			{"receiver answered 500", core.Outcome{Kind: core.OutcomeRetry, Code: 500, Error: "receiver answered 500"},
+				core.Outcome{Kind: core.OutcomeTimeout, Detail: "ttl passed before delivery"}, 500, "receiver answered 500"},
+			{"connection refused", core.Outcome{Kind: core.OutcomeRetry, Error: "dial tcp 127.0.0.1:9: connect: connection refused"},
+				core.Outcome{Kind: core.OutcomeTimeout, Detail: "ttl passed before delivery"}, 0, "dial tcp 127.0.0.1:9: connect: connection refused"},
+			{"a timeout with its own error", core.Outcome{Kind: core.OutcomeRetry, Code: 503, Error: "busy"},
+				core.Outcome{Kind: core.OutcomeTimeout, Code: 504, Error: "gave up"}, 504, "gave up"},
+		}
+		for i, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				id, recv := fmt.Sprintf("kept-%d", i), fmt.Sprintf("kept-rcv-%d", i)
+				send(t, s, id, "alice", recv, base)
+				cs := claim(t, s, at(10*time.Second), at(40*time.Second), "o1", 10, 10)
+				wantClaims(t, "claim", cs, recv+"/alice:"+id)
+				o := tt.retry
+				o.MessageID, o.At, o.NextAt = id, at(11*time.Second), at(20*time.Second)
+				complete(t, s, "o1", core.LaneResult{Lane: cs[0].Lane, Outcomes: []core.Outcome{o}, NextAt: o.NextAt})
+				cs = claim(t, s, at(20*time.Second), at(50*time.Second), "o1", 10, 10)
+				wantClaims(t, "claim again", cs, recv+"/alice:"+id)
+				o = tt.end
+				o.MessageID, o.At = id, at(21*time.Second)
+				complete(t, s, "o1", core.LaneResult{Lane: cs[0].Lane, Outcomes: []core.Outcome{o}})
+				r := receipt(t, s, id)
+				if r.Status != core.StatusTimeout || r.Attempts != 1 || r.Code != tt.code || r.LastError != tt.err {
+					t.Fatalf("receipt = status %s attempts %d code %d error %q; want timeout 1 %d %q",
+						r.Status, r.Attempts, r.Code, r.LastError, tt.code, tt.err)
+				}
+				dl, err := s.DeadLetters(context.Background(), core.DeadLetterFilter{Receiver: recv})
+				if err != nil || len(dl) != 1 || dl[0].LastError != tt.err || dl[0].Code != tt.code {
+					t.Fatalf("dead letters = %s, %v; want one with code %d and error %q", jsonText(dl), err, tt.code, tt.err)
+				}
+			})
+		}
+	}},
+	{"a dead letter without an error can be given one, once", func(t *testing.T, s core.Store) {
+		noter, ok := s.(core.DeadLetterNoter)
+		if !ok {
+			t.Skip("the store does not implement core.DeadLetterNoter")
+		}
+		ctx := context.Background()
+		send(t, s, "held", "alice", "held-rcv", base)
+		// Still queued: nothing changes.
+		if err := noter.NoteDeadLetter(ctx, "held", 500, "too early"); err != nil {
+			t.Fatal(err)
+		}
+		if r := receipt(t, s, "held"); r.LastError != "" || r.Status != core.StatusQueued {
+			t.Fatalf("a queued message was noted: %+v", r)
+		}
+		if _, err := s.ExpireDue(ctx, at(defaultTTL+time.Hour), 10); err != nil {
+			t.Fatal(err)
+		}
+		for _, note := range []string{"held behind m0", "a second note"} {
+			if err := noter.NoteDeadLetter(ctx, "held", 503, note); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r := receipt(t, s, "held")
+		if r.Status != core.StatusTimeout || r.Code != 503 || r.LastError != "held behind m0" {
+			t.Fatalf("receipt = %s %d %q; want timeout 503 \"held behind m0\" (the first note only)", r.Status, r.Code, r.LastError)
+		}
+	}},
 	{"retry holds the lane back until NextAt", func(t *testing.T, s core.Store) {
 		send(t, s, "m1", "alice", "bob", base)
 		send(t, s, "m2", "alice", "bob", at(time.Second))
@@ -1290,6 +1361,70 @@ func deadLetterFixture(t *testing.T, s core.Store) {
 }
 
 var deadLetterCases = []testCase{
+	{"history search, newest first, a page at a time", func(t *testing.T, s core.Store) {
+		searcher, ok := s.(core.MessageSearcher)
+		if !ok {
+			t.Skip("the store does not implement core.MessageSearcher")
+		}
+		ctx := context.Background()
+		for i, m := range []struct{ id, from, to string }{
+			{"h1", "alice", "bob"}, {"h2", "carol", "bob"}, {"h3", "alice", "dave"}, {"h4", "bob", "alice"}, {"h5", "alice", "bob"},
+		} {
+			send(t, s, m.id, m.from, m.to, at(time.Duration(i)*time.Second))
+		}
+		mm, r := newMessage("h6", "erin", "bob", at(6*time.Second))
+		mm.Parts = []core.Part{{Kind: core.PartText, Text: "a needle in the body"}}
+		mm.Protocol = "mamp"
+		mustAcceptMsg(t, s, mm, r)
+		cs := claim(t, s, at(10*time.Second), at(40*time.Second), "o", 10, 10)
+		for _, c := range cs {
+			if c.Lane.Sender == "carol" {
+				complete(t, s, "o", core.LaneResult{Lane: c.Lane, Outcomes: []core.Outcome{{MessageID: "h2", Kind: core.OutcomeDelivered, At: at(11 * time.Second), Code: 200}}})
+			}
+		}
+		ids := func(q core.MessageQuery) string {
+			t.Helper()
+			got, err := searcher.SearchMessages(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, sm := range got {
+				if sm.Message.ID != sm.Receipt.MessageID {
+					t.Fatalf("message %s with receipt %s", sm.Message.ID, sm.Receipt.MessageID)
+				}
+				out = append(out, sm.Message.ID+":"+string(sm.Receipt.Status))
+			}
+			return strings.Join(out, ",")
+		}
+		tests := []struct {
+			name string
+			q    core.MessageQuery
+			want string
+		}{
+			{"all", core.MessageQuery{}, "h6:queued,h5:queued,h4:queued,h3:queued,h2:delivered,h1:queued"},
+			{"agent as sender or receiver", core.MessageQuery{Agent: "alice"}, "h5:queued,h4:queued,h3:queued,h1:queued"},
+			{"sender and receiver", core.MessageQuery{Sender: "alice", Receiver: "bob"}, "h5:queued,h1:queued"},
+			{"status", core.MessageQuery{Status: core.StatusDelivered}, "h2:delivered"},
+			{"text in the content", core.MessageQuery{Text: "needle"}, "h6:queued"},
+			{"text in an id", core.MessageQuery{Text: "h3"}, "h3:queued"},
+			{"protocol", core.MessageQuery{Protocol: "mamp"}, "h6:queued"},
+			{"first page", core.MessageQuery{Limit: 2}, "h6:queued,h5:queued"},
+			{"nothing", core.MessageQuery{Text: "absent"}, ""},
+		}
+		for _, tt := range tests {
+			if got := ids(tt.q); got != tt.want {
+				t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
+			}
+		}
+		page, err := searcher.SearchMessages(ctx, core.MessageQuery{Limit: 2})
+		if err != nil || len(page) != 2 {
+			t.Fatalf("first page: %v %v", page, err)
+		}
+		if got := ids(core.MessageQuery{Limit: 2, BeforeSeq: page[1].Message.Seq}); got != "h4:queued,h3:queued" {
+			t.Errorf("second page: %s, want h4, h3", got)
+		}
+	}},
 	{"newest first, filtered", func(t *testing.T, s core.Store) {
 		deadLetterFixture(t, s)
 		tests := []struct {

@@ -6,7 +6,12 @@
 //   BASE_URL, ADMIN_TOKEN, CHROMIUM, SCREENSHOTS,
 //   EXPECT_AGENTS (comma separated), EXPECT_CONVERSATION, EXPECT_DEAD_LETTER,
 //   LIVE_SENDER, LIVE_RECEIVER (an ATP pair the script sends through while
-//   it watches the live flow), EXPECT_AMP_SESSION.
+//   it watches the live flow), EXPECT_AMP_SESSION, HISTORY_AGENT (a pull
+//   agent holding HISTORY_COUNT queued messages, one with HISTORY_NEEDLE in
+//   its text).
+//
+// It checks what a person sees — the text of each view, not only that
+// elements exist — and takes a screenshot of each.
 //
 // It prints one "step ok: ..." line per check and "dashboard e2e: OK" at
 // the end; any failure exits 1 with the reason.
@@ -27,6 +32,10 @@ const agents = env("EXPECT_AGENTS").split(",");
 const conversation = env("EXPECT_CONVERSATION");
 const deadLetter = env("EXPECT_DEAD_LETTER");
 const ampSession = env("EXPECT_AMP_SESSION");
+const historyAgent = env("HISTORY_AGENT");
+const historyCount = Number(env("HISTORY_COUNT"));
+const needle = env("HISTORY_NEEDLE");
+const visibleText = (page, sel) => page.$eval(sel, (el) => el.innerText);
 const TIMEOUT = 15000;
 
 mkdirSync(shots, { recursive: true });
@@ -44,6 +53,7 @@ const context = await chromium.launchPersistentContext(userDataDir, {
 const problems = [];
 let exitCode = 0;
 try {
+  await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: base });
   const page = context.pages()[0] || await context.newPage();
   page.setDefaultTimeout(TIMEOUT);
   page.on("console", (m) => { if (m.type() === "error") problems.push("console error: " + m.text()); });
@@ -71,7 +81,30 @@ try {
   if (page.url().includes("token")) throw new Error("the address bar holds the token: " + page.url());
   step("logged in; the token is not in the page and the cookie is HttpOnly");
 
-  // 2. Agents table.
+  // 2. Overview: the charts draw the flow over time. Messages are queued
+  // for the history agent, so the queue depth chart rises at the next
+  // sample (every 5 s).
+  await page.waitForSelector("#tab-overview:not([hidden]) #chart-throughput svg path.series");
+  await page.waitForFunction((n) => {
+    const t = document.querySelector("#chart-queue .legend").textContent;
+    const m = t.match(/queued (\d+)/);
+    return m && Number(m[1]) >= n;
+  }, historyCount, { timeout: 20000 }).catch(async () => {
+    await page.click("#stats-refresh");
+    await page.waitForFunction((n) => (document.querySelector("#chart-queue .legend").textContent.match(/queued (\d+)/) || [0, 0])[1] >= n, historyCount);
+  });
+  for (const [id, words] of [["#chart-throughput", ["Throughput", "accepted", "delivered", "/s"]], ["#chart-queue", ["Queue depth", "queued"]],
+    ["#chart-dead", ["Dead letters", "new dead letters"]]]) {
+    const text = await visibleText(page, id);
+    for (const w of words) if (!text.includes(w)) throw new Error(`chart ${id} does not show "${w}": ${text}`);
+    const paths = await page.$$eval(id + " svg path.series", (ps) => ps.map((p) => p.getAttribute("d")));
+    if (!paths.length || paths.some((d) => !/^M[\d.]+ [\d.]+/.test(d))) throw new Error(`chart ${id} has no line: ${paths}`);
+  }
+  await page.screenshot({ path: join(shots, "02-overview.png"), fullPage: true });
+  step("overview charts of throughput, queue depth and dead letters, with the queued messages counted");
+
+  // 2b. Agents table.
+  await page.click('.tabs button[data-tab="agents"]');
   for (const id of agents) {
     await page.waitForSelector(`#agents-table tr[data-agent="${id}"]`);
   }
@@ -81,8 +114,67 @@ try {
     if (!row || row[1] !== "alive") throw new Error(`agent ${id} not alive in the table: ${JSON.stringify(statuses)}`);
   }
   await page.click(`#agents-table tr[data-agent="${agents[0]}"] details summary`);
-  await page.screenshot({ path: join(shots, "02-agents.png"), fullPage: true });
+  await page.screenshot({ path: join(shots, "03-agents.png"), fullPage: true });
   step(`agents table lists ${agents.join(", ")} as alive`);
+
+  // 2c. An agent's own page, from its link.
+  await page.click(`#agents-table a[data-agent-link="${historyAgent}"]`);
+  await page.waitForSelector("#tab-agent:not([hidden]) #agent-facts");
+  if (!page.url().endsWith("#agent/" + historyAgent)) throw new Error("agent page address: " + page.url());
+  const facts = await visibleText(page, "#agent-facts");
+  if (!facts.includes("Queued\n" + historyCount) && !facts.includes("Queued\t" + historyCount) && !new RegExp("Queued\\s+" + historyCount).test(facts)) {
+    throw new Error(`agent page facts do not show ${historyCount} queued: ${facts}`);
+  }
+  const title = (await visibleText(page, "#agent-title")).trim();
+  if (title !== historyAgent) throw new Error(`agent page title reads "${title}", want "${historyAgent}"`);
+  const pageText = await visibleText(page, "#tab-agent");
+  if (/\b(null|undefined|NaN)\b|\[object /.test(pageText)) throw new Error("the agent page shows a programming artefact:\n" + pageText);
+  const agentRows = await page.$$eval("#agent-messages tbody tr", (rs) => rs.length);
+  if (agentRows < 1) throw new Error("the agent page lists no messages");
+  await page.screenshot({ path: join(shots, "04-agent-page.png"), fullPage: true });
+  step(`agent page of ${historyAgent}: ${historyCount} queued, ${agentRows} latest messages`);
+
+  // 2d. History: search, filters and pages over the stored messages.
+  await page.click('.tabs button[data-tab="history"]');
+  await page.waitForSelector("#history-table tbody tr");
+  await page.fill("#h-agent", historyAgent);
+  await page.click("#h-search");
+  await page.waitForFunction(() => document.querySelector("#h-page").textContent.startsWith("page 1 · 25 "));
+  if (await page.isDisabled("#h-older")) throw new Error(`${historyCount} messages but no older page`);
+  const firstIDs = await page.$$eval("#history-table tbody tr", (rs) => rs.map((r) => r.dataset.msg));
+  await page.click("#h-older");
+  await page.waitForFunction(() => document.querySelector("#h-page").textContent.startsWith("page 2"));
+  const secondIDs = await page.$$eval("#history-table tbody tr", (rs) => rs.map((r) => r.dataset.msg));
+  if (firstIDs.length + secondIDs.length !== historyCount || secondIDs.some((id) => firstIDs.includes(id))) {
+    throw new Error(`pages: ${firstIDs.length} + ${secondIDs.length} ids (overlap?), want ${historyCount} in all`);
+  }
+  await page.click("#h-newer");
+  await page.waitForFunction(() => document.querySelector("#h-page").textContent.startsWith("page 1"));
+  await page.fill("#h-agent", "");
+  await page.fill("#h-q", needle);
+  await page.click("#h-search");
+  await page.waitForFunction(() => document.querySelectorAll("#history-table tbody tr").length === 1);
+  const found = await visibleText(page, "#history-table tbody");
+  if (!found.includes(needle) || !found.includes(historyAgent)) throw new Error("search result does not show the text: " + found);
+  await page.fill("#h-q", "");
+  await page.selectOption("#h-status", "rejected");
+  await page.click("#h-search");
+  await page.waitForSelector(`#history-table tr[data-msg="${deadLetter}"]`);
+  const histStatuses = await page.$$eval("#history-table tbody tr", (rs) => rs.map((r) => r.dataset.status));
+  if (histStatuses.some((st) => st !== "rejected")) throw new Error("status filter let through " + histStatuses);
+  if (/\b(null|undefined|NaN)\b|\[object /.test(await visibleText(page, "#tab-history"))) throw new Error("the history shows a programming artefact");
+  await page.screenshot({ path: join(shots, "05-history.png"), fullPage: true });
+  await page.selectOption("#h-status", "");
+  step(`history: ${historyCount} messages in two pages, text search, status filter`);
+
+  // 2e. Whole ids, and the copy button puts one on the clipboard.
+  const shown = await page.$eval(`#history-table tr[data-msg="${deadLetter}"] a.msg`, (a) => a.textContent);
+  if (shown !== deadLetter) throw new Error(`id shown as ${shown}, want the whole ${deadLetter}`);
+  await page.click(`#history-table tr[data-msg="${deadLetter}"] button.copy`);
+  await page.waitForFunction((id) => document.querySelector(`#history-table tr[data-msg="${id}"] button.copy`).textContent === "copied", deadLetter);
+  const clip = await page.evaluate(() => navigator.clipboard.readText());
+  if (clip !== deadLetter) throw new Error("clipboard holds " + clip);
+  step("whole message ids, copied to the clipboard with one click");
 
   // 3. Live flow: send a message now and watch it go by.
   await page.click('.tabs button[data-tab="flow"]');
@@ -113,7 +205,7 @@ try {
   if ((await page.$$eval("#flow-table tbody tr", (r) => r.length)) !== before) throw new Error("rows were added under the mamp filter");
   await page.selectOption("#f-proto", "");
   step("protocol filter hides other protocols");
-  await page.screenshot({ path: join(shots, "03-live-flow.png"), fullPage: true });
+  await page.screenshot({ path: join(shots, "08-live-flow.png"), fullPage: true });
 
   // 4. Conversation with an image part.
   await page.click('.tabs button[data-tab="conversations"]');
@@ -124,23 +216,50 @@ try {
   if (dims[2] !== "data:image/png;base64,") throw new Error("image source: " + dims[2]);
   await page.waitForSelector("#conv-view .part.text");
   await page.waitForSelector("#conv-view .part.code pre");
-  await page.screenshot({ path: join(shots, "04-conversation.png"), fullPage: true });
+  await page.screenshot({ path: join(shots, "06-conversation.png"), fullPage: true });
   step(`conversation ${conversation} renders text, code and a ${dims[0]}x${dims[1]} image`);
 
   // 5. Receipt from a message link.
   await page.click(`#conv-view .msgbox a.msg`);
   await page.waitForSelector("#receipt-card");
   const status = await page.$eval("#receipt-card", (el) => el.dataset.status);
-  step("receipt opens from the conversation (status " + status + ")");
+  const receiptText = await visibleText(page, "#receipt-view");
+  if (/\[object /.test(receiptText)) throw new Error("the receipt view shows " + receiptText);
+  for (const w of ["Message", "From → To", "Status", status, "Attempts", "History", "accepted"]) {
+    if (!receiptText.includes(w)) throw new Error(`the receipt view does not show "${w}":\n${receiptText}`);
+  }
+  await page.screenshot({ path: join(shots, "07-receipt.png"), fullPage: true });
+  step("receipt opens from the conversation and reads as text (status " + status + ")");
 
   // 6. Dead letter replay.
   await page.click('.tabs button[data-tab="dlq"]');
   await page.waitForSelector(`#dlq-table tr[data-msg="${deadLetter}"]`);
-  await page.screenshot({ path: join(shots, "05-dead-letters.png"), fullPage: true });
+  const dlqText = await visibleText(page, `#dlq-table tr[data-msg="${deadLetter}"]`);
+  for (const w of [deadLetter, "rejected", "422", "not today"]) {
+    if (!dlqText.includes(w)) throw new Error(`the dead letter row does not show "${w}": ${dlqText}`);
+  }
+  await page.screenshot({ path: join(shots, "09-dead-letters.png"), fullPage: true });
+  // A state-changing call without the session's CSRF token is refused.
+  // (Sent with the browser's cookies, as a forged request would be.)
+  const forged = (await context.request.post(base + "/dashboard/api/dlq/" + deadLetter + "/replay")).status();
+  if (forged !== 403) throw new Error("replay without the CSRF token: " + forged);
+  // Replay asks first; Cancel leaves it alone.
   await page.click(`button[data-replay="${deadLetter}"]`);
+  await page.waitForSelector("#confirm[open]");
+  const question = await visibleText(page, "#confirm");
+  if (!question.includes("Replay this dead letter?") || !question.includes(deadLetter)) throw new Error("confirmation: " + question);
+  await page.screenshot({ path: join(shots, "10-replay-confirm.png") });
+  await page.click("#confirm-cancel");
+  await page.waitForSelector("#confirm:not([open])", { state: "attached" });
+  await page.click("#dlq-refresh");
+  await page.waitForSelector(`#dlq-table tr[data-msg="${deadLetter}"]`);
+  step("replay asks for confirmation; cancel leaves the dead letter; no CSRF token, no replay");
+  await page.click(`button[data-replay="${deadLetter}"]`);
+  await page.waitForSelector("#confirm[open]");
+  await page.click("#confirm-ok");
   await page.waitForFunction(() => document.querySelector("#dlq-note").textContent.startsWith("Replayed"));
   await page.waitForSelector(`#dlq-table tr[data-msg="${deadLetter}"]`, { state: "detached" });
-  await page.screenshot({ path: join(shots, "06-replayed.png"), fullPage: true });
+  await page.screenshot({ path: join(shots, "11-replayed.png"), fullPage: true });
   step(`dead letter ${deadLetter} replayed and left the list`);
   await page.click('.tabs button[data-tab="flow"]');
   await page.waitForSelector(`#flow-table tr[data-msg="${deadLetter}"][data-type="replayed"]`);
@@ -166,12 +285,25 @@ try {
     }, [ampSession, i + 1]);
   }
   const pressure = await page.$eval(`#amp-table tr[data-session="${ampSession}"] td:nth-child(3)`, (el) => el.textContent);
-  await page.screenshot({ path: join(shots, "07-amp-sessions.png"), fullPage: true });
+  await page.screenshot({ path: join(shots, "12-amp-sessions.png"), fullPage: true });
   step(`AMP session ${ampSession} shows its pressure over time (now ${pressure})`);
 
   // Back to the overview for the reference picture.
-  await page.click('.tabs button[data-tab="flow"]');
+  await page.click('.tabs button[data-tab="overview"]');
   await page.screenshot({ path: join(shots, "dashboard.png") });
+
+  // 8. Logout ends the session on the server: the cookie the browser had
+  // opens nothing any more.
+  const cookies = await context.cookies(base + "/dashboard/");
+  const session = cookies.find((c) => c.name === "switchboard_dashboard");
+  if (!session || !session.httpOnly || session.sameSite !== "Strict") throw new Error("session cookie attributes: " + JSON.stringify(session));
+  await page.click("#logout");
+  await page.waitForSelector("#login:not([hidden])");
+  const after = await fetch(base + "/dashboard/api/agents", { headers: { Cookie: "switchboard_dashboard=" + session.value } });
+  if (after.status !== 401) throw new Error("the logged-out session cookie still opens the API: " + after.status);
+  await page.reload();
+  await page.waitForSelector("#login:not([hidden])");
+  step("logout ends the session on the server; the old cookie gets 401");
 
   const csp = problems.filter((p) => /Content Security Policy|Refused to/i.test(p));
   if (problems.length) throw new Error("browser reported problems:\n" + problems.join("\n") + (csp.length ? "\n(CSP violations above)" : ""));

@@ -160,6 +160,18 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 	healthy.Store(true) // so the replay is delivered
 
+	// A pull agent with 30 messages queued: the history's two pages, the
+	// queue depth chart and the agent's page.
+	call(t, "POST", base+"/atp/register", tok, map[string]any{"agent_id": "archivist", "lease_seconds": 600})
+	for i := range 30 {
+		text := fmt.Sprintf("entry %d", i)
+		if i == 17 {
+			text = "the haystack holds a needle-7f3 here"
+		}
+		call(t, "POST", base+"/atp/send", tok, map[string]any{"atp_version": "1.0", "sender": "translator", "receiver": "archivist",
+			"type": "note", "ttl_ms": 600000, "payload": map[string]any{"text": text}})
+	}
+
 	// An AMP session with some pressure.
 	for _, ok := range []bool{false, false, false, true} {
 		call(t, "POST", base+"/v4/tick", tok, map[string]any{"session_id": "session-e2e", "event": "PostToolUse", "tool_name": "Bash",
@@ -167,13 +179,14 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 
 	shots, _ := filepath.Abs("screenshots")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "dashboard.mjs")
 	cmd.Env = append(os.Environ(),
 		"BASE_URL="+base, "ADMIN_TOKEN="+tok, "CHROMIUM="+chromium, "SCREENSHOTS="+shots,
 		"EXPECT_AGENTS=translator,flaky-worker,alice,vision", "EXPECT_CONVERSATION="+a.ConversationID,
-		"EXPECT_DEAD_LETTER=dead-1", "LIVE_SENDER=translator", "LIVE_RECEIVER=translator", "EXPECT_AMP_SESSION=session-e2e")
+		"EXPECT_DEAD_LETTER=dead-1", "LIVE_SENDER=translator", "LIVE_RECEIVER=translator", "EXPECT_AMP_SESSION=session-e2e",
+		"HISTORY_AGENT=archivist", "HISTORY_COUNT=30", "HISTORY_NEEDLE=needle-7f3")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -184,8 +197,9 @@ func TestDashboardInChromium(t *testing.T) {
 	if !strings.Contains(out.String(), "dashboard e2e: OK") {
 		t.Fatal("the script did not finish")
 	}
-	for _, f := range []string{"01-login.png", "02-agents.png", "03-live-flow.png", "04-conversation.png", "05-dead-letters.png",
-		"06-replayed.png", "07-amp-sessions.png", "dashboard.png"} {
+	for _, f := range []string{"01-login.png", "02-overview.png", "03-agents.png", "04-agent-page.png", "05-history.png",
+		"06-conversation.png", "07-receipt.png", "08-live-flow.png", "09-dead-letters.png", "10-replay-confirm.png",
+		"11-replayed.png", "12-amp-sessions.png", "dashboard.png"} {
 		st, err := os.Stat(filepath.Join(shots, f))
 		if err != nil || st.Size() < 2000 {
 			t.Errorf("screenshot %s missing or empty: %v", f, err)

@@ -1,0 +1,131 @@
+package opsapi
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/switchboard-hub/switchboard/internal/audit"
+	"github.com/switchboard-hub/switchboard/internal/auth"
+	"github.com/switchboard-hub/switchboard/internal/core"
+	"github.com/switchboard-hub/switchboard/internal/httperr"
+)
+
+// Credentials issues and revokes agents' bearer tokens (auth.Credentials).
+type Credentials interface {
+	Issue(ctx context.Context, agentID string) (string, error)
+	Revoke(ctx context.Context, agentID string) error
+}
+
+// Agents looks agents up (the relay).
+type Agents interface {
+	Agent(ctx context.Context, id string) (*core.Agent, error)
+}
+
+// Tokens serves the credential routes for operators and agents:
+//
+//	GET    /v1/whoami          who the request's credential is
+//	POST   /v1/agents/{id}/token   rotate: revoke every token of the agent, issue one new
+//	DELETE /v1/agents/{id}/token   revoke every token of the agent
+//
+// Rotation and revocation need the admin token or the agent's own.
+type Tokens struct {
+	agents Agents
+	creds  Credentials
+}
+
+// NewTokens returns the credential routes.
+func NewTokens(agents Agents, creds Credentials) *Tokens {
+	return &Tokens{agents: agents, creds: creds}
+}
+
+// Mount adds the routes to mux.
+func (t *Tokens) Mount(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/whoami", t.whoami)
+	mux.HandleFunc("POST /v1/agents/{id}/token", t.rotate)
+	mux.HandleFunc("DELETE /v1/agents/{id}/token", t.revoke)
+}
+
+// Whoami is the answer of GET /v1/whoami.
+type Whoami struct {
+	// Principal is "admin", "agent:<id>" or "dev".
+	Principal string `json:"principal"`
+	Admin     bool   `json:"admin"`
+	AgentID   string `json:"agent_id,omitempty"`
+	Dev       bool   `json:"dev,omitempty"`
+}
+
+func (t *Tokens) whoami(w http.ResponseWriter, r *http.Request) {
+	if err := auth.Member(r.Context()); err != nil {
+		httperr.From(w, err)
+		return
+	}
+	p := auth.From(r.Context())
+	out := Whoami{Principal: p.Key(), Admin: p.Admin || p.Dev, AgentID: p.AgentID, Dev: p.Dev}
+	if p.Dev {
+		out.Principal = "dev"
+	}
+	httperr.JSON(w, http.StatusOK, out)
+}
+
+// agentFor checks that the caller may manage the credentials of the agent
+// named in the path, and that it exists.
+func (t *Tokens) agentFor(w http.ResponseWriter, r *http.Request, action string) (string, bool) {
+	id := r.PathValue("id")
+	if err := auth.ActAs(r.Context(), id); err != nil {
+		audit.Record(r.Context(), audit.Event{Action: action, Outcome: audit.Refused, Agent: id, Reason: err.Error()})
+		httperr.From(w, err)
+		return "", false
+	}
+	if _, err := t.agents.Agent(r.Context(), id); err != nil {
+		httperr.From(w, err)
+		return "", false
+	}
+	return id, true
+}
+
+// TokenAnswer is the answer of a rotation.
+type TokenAnswer struct {
+	AgentID string `json:"agent_id"`
+	// Token is the agent's new bearer token; every earlier one is revoked.
+	Token string `json:"token"`
+}
+
+func (t *Tokens) rotate(w http.ResponseWriter, r *http.Request) {
+	id, ok := t.agentFor(w, r, audit.ActionTokenRotated)
+	if !ok {
+		return
+	}
+	if err := t.creds.Revoke(r.Context(), id); err != nil {
+		httperr.From(w, err)
+		return
+	}
+	tok, err := t.creds.Issue(r.Context(), id)
+	if err != nil {
+		httperr.From(w, err)
+		return
+	}
+	audit.Record(r.Context(), audit.Event{Action: audit.ActionTokenRotated, Outcome: audit.Allowed, Agent: id})
+	httperr.JSON(w, http.StatusOK, TokenAnswer{AgentID: id, Token: tok})
+}
+
+func (t *Tokens) revoke(w http.ResponseWriter, r *http.Request) {
+	id, ok := t.agentFor(w, r, audit.ActionTokenRevoked)
+	if !ok {
+		return
+	}
+	if err := t.creds.Revoke(r.Context(), id); err != nil {
+		httperr.From(w, err)
+		return
+	}
+	audit.Record(r.Context(), audit.Event{Action: audit.ActionTokenRevoked, Outcome: audit.Allowed, Agent: id})
+	httperr.JSON(w, http.StatusOK, map[string]any{"agent_id": id, "revoked": true})
+}
+
+// Name names the routes in logs.
+func (t *Tokens) Name() string { return "tokens" }
+
+// Run has no background work; it returns when ctx ends.
+func (t *Tokens) Run(ctx context.Context) error {
+	<-ctx.Done()
+	return nil
+}

@@ -1,5 +1,0 @@
-package webhooksig
-
-import "net/http"
-
-type httptestReq struct{ *http.Request }

@@ -1,6 +1,9 @@
 package core
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // MessageQuery selects stored messages for an operator's history view.
 // Zero fields match everything.
@@ -46,4 +49,22 @@ type StoredMessage struct {
 // newest first, a page at a time.
 type MessageSearcher interface {
 	SearchMessages(ctx context.Context, q MessageQuery) ([]StoredMessage, error)
+}
+
+// ErrSearchUnsupported is returned by Relay.SearchMessages on a store
+// that cannot search its messages.
+var ErrSearchUnsupported = NewError(KindUnsupported, "this store cannot search messages")
+
+// SearchMessages is the operator's history of stored messages (see
+// MessageSearcher). Only the operator may search: the history holds every
+// agent's mail.
+func (r *Relay) SearchMessages(ctx context.Context, p Principal, q MessageQuery) ([]StoredMessage, error) {
+	if err := Authorize(p, OpOperator, RelNone); err != nil {
+		return nil, fmt.Errorf("search messages: %w", err)
+	}
+	searcher, ok := r.store.(MessageSearcher)
+	if !ok {
+		return nil, ErrSearchUnsupported
+	}
+	return searcher.SearchMessages(ctx, q)
 }

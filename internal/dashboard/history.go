@@ -1,10 +1,12 @@
 package dashboard
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/switchboard-hub/switchboard/internal/auth"
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/httperr"
 )
@@ -55,11 +57,6 @@ func viewOf(sm core.StoredMessage) MessageView {
 // conversation_id) and paged (limit, before: the next_before of the
 // previous page).
 func (d *Dashboard) messages(w http.ResponseWriter, r *http.Request) {
-	searcher, ok := d.relay.Store().(core.MessageSearcher)
-	if !ok {
-		httperr.Write(w, http.StatusNotImplemented, httperr.CodeInternal, "this store cannot search messages")
-		return
-	}
 	qv := r.URL.Query()
 	q := core.MessageQuery{Text: qv.Get("q"), Agent: qv.Get("agent"), Sender: qv.Get("sender"), Receiver: qv.Get("receiver"),
 		Status: core.Status(qv.Get("status")), Protocol: qv.Get("protocol"), ConversationID: qv.Get("conversation_id")}
@@ -84,7 +81,11 @@ func (d *Dashboard) messages(w http.ResponseWriter, r *http.Request) {
 	q = q.Normalized()
 	// One more than the page tells whether there is a next one.
 	q.Limit++
-	found, err := searcher.SearchMessages(r.Context(), q)
+	found, err := d.relay.SearchMessages(r.Context(), auth.From(r.Context()), q)
+	if errors.Is(err, core.ErrSearchUnsupported) {
+		httperr.Write(w, http.StatusNotImplemented, httperr.CodeInternal, err.Error())
+		return
+	}
 	if err != nil {
 		httperr.From(w, err)
 		return
@@ -128,15 +129,13 @@ func (d *Dashboard) agentDetail(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	recent := []MessageView{}
-	if searcher, ok := st.(core.MessageSearcher); ok {
-		found, err := searcher.SearchMessages(r.Context(), core.MessageQuery{Agent: id, Limit: 20})
-		if err != nil {
-			httperr.From(w, err)
-			return
-		}
-		for _, sm := range found {
-			recent = append(recent, viewOf(sm))
-		}
+	found, err := d.relay.SearchMessages(r.Context(), auth.From(r.Context()), core.MessageQuery{Agent: id, Limit: 20})
+	if err != nil && !errors.Is(err, core.ErrSearchUnsupported) {
+		httperr.From(w, err)
+		return
+	}
+	for _, sm := range found {
+		recent = append(recent, viewOf(sm))
 	}
 	dead, err := st.DeadLetters(r.Context(), core.DeadLetterFilter{Receiver: id, Limit: 20})
 	if err != nil {

@@ -5,15 +5,17 @@
 #     python3-uvicorn, python3-httpx), PostgreSQL, Chromium, and — when the
 #     commands are missing — Node.js with npm and gcc (for -race);
 #   - npm packages of the interop and browser tests, from their lock files;
-#   - a throwaway PostgreSQL cluster on 127.0.0.1 for the store contract
-#     suite and the multi-instance tests (stopped again at the end).
+#   - a throwaway PostgreSQL cluster on a free port of 127.0.0.1 for the
+#     store contract suite and the multi-instance tests (stopped and
+#     removed again at the end, also when the script fails or is
+#     interrupted).
 # Then: gofmt, go vet, staticcheck, `go test -race ./...`, and a short run of
 # every fuzz target.
 #
 # Run it as root (or with sudo available): it installs packages, starts
 # PostgreSQL as the postgres user, and one fault test mounts a small tmpfs.
 #
-# Environment: FUZZTIME (default 10000x: 10,000 inputs per target, a count
+# Environment: PGTEST_PORT (default 0: a free port), FUZZTIME (default 10000x: 10,000 inputs per target, a count
 # rather than a duration because Go 1.26's fuzzing coordinator can fail a
 # target with "context deadline exceeded" when a -fuzztime duration runs
 # out, golang/go#75804; 0 skips fuzzing),
@@ -56,13 +58,19 @@ if [ -z "${SKIP_INSTALL:-}" ]; then
 fi
 
 step "PostgreSQL"
-pgdir=$(mktemp -d /tmp/switchboard-pg.XXXXXX)
+pgdir=$(mktemp -d "${TMPDIR:-/tmp}/switchboard-pg.XXXXXX")
+cleanup() {
+	scripts/postgres-test-server.sh stop "$pgdir/data" >/dev/null 2>&1 || true
+	rm -rf "$pgdir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 chmod 755 "$pgdir"
-pgport=${PGTEST_PORT:-25432}
 export PGTEST_FAST=1
-SWITCHBOARD_TEST_POSTGRES=$(scripts/postgres-test-server.sh start "$pgdir" "$pgport")
+# Port 0: the script starts the cluster on a free port and prints its URL.
+SWITCHBOARD_TEST_POSTGRES=$(scripts/postgres-test-server.sh start "$pgdir/data" "${PGTEST_PORT:-0}")
 export SWITCHBOARD_TEST_POSTGRES
-trap 'scripts/postgres-test-server.sh stop "$pgdir" >/dev/null 2>&1 || true' EXIT
 echo "ok: $SWITCHBOARD_TEST_POSTGRES"
 
 step "gofmt"

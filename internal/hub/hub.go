@@ -220,6 +220,7 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 		limit = 1000
 	}
 	limiter := ratelimit.New(limit, opt.RateBurst)
+	limiter.Now = clock.Now // buckets refill on the hub's clock (tests control it)
 	// Security headers outermost, so refusals (401, 429) carry them too.
 	h.Handler = secureHeaders(authenticated(authn, limiter, rateLimited(limiter, unrouted(h.Mux))), opt.TLSCert != "")
 	h.Handler = tracing.Middleware(h.Handler)

@@ -14,10 +14,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +23,8 @@ import (
 
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
+	"github.com/switchboard-hub/switchboard/internal/proctest"
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
 // node returns the Node 22 binary installed by npm (the conformance tool
@@ -32,6 +32,9 @@ import (
 // fails when CI is set and is skipped otherwise.
 func node(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs third-party programs (Node.js) against a hub: full lane, not with -short")
+	}
 	bin, _ := filepath.Abs(filepath.Join("node_modules", ".bin", "node"))
 	if _, err := os.Stat(filepath.Join("node_modules", "@modelcontextprotocol", "conformance")); err != nil || !exists(bin) {
 		if os.Getenv("CI") != "" {
@@ -41,6 +44,8 @@ func node(t *testing.T) string {
 	}
 	return bin
 }
+
+func TestMain(m *testing.M) { proctest.Main(m) }
 
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 
@@ -54,7 +59,7 @@ func TestConformanceSuite(t *testing.T) {
 	_, base := hubtest.Start(t, hub.Options{Dev: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, nodeBin, filepath.Join("node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js"),
+	cmd := proctest.Command(ctx, nodeBin, filepath.Join("node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js"),
 		"server", "--url", base+"/mcp", "--expected-failures", "expected-failures.yml")
 	cmd.Env = append(os.Environ(), "NO_COLOR=1", "FORCE_COLOR=0")
 	outb, err := cmd.CombinedOutput()
@@ -168,7 +173,7 @@ func runHost(t *testing.T, nodeBin string, onStep func(step), args ...string) ma
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, nodeBin, append([]string{"client.mjs"}, args...)...)
+	cmd := proctest.Command(ctx, nodeBin, append([]string{"client.mjs"}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
@@ -216,11 +221,11 @@ func checkConversation(t *testing.T, steps map[string]step, w *worker) {
 	if steps["tools"].WithOutputSchema < 7 {
 		t.Errorf("%d tools have an output schema", steps["tools"].WithOutputSchema)
 	}
-	task := <-w.tasks
+	task := waitfor.Recv(t, "the worker to receive the host's message", w.tasks)
 	if task["sender"] != "mcp-host" || task["payload"].(map[string]any)["text"] != "ping from the TypeScript SDK" {
 		t.Fatalf("worker got %v", task)
 	}
-	if code := <-w.replies; code != http.StatusOK {
+	if code := waitfor.Recv(t, "the worker's reply to be sent", w.replies); code != http.StatusOK {
 		t.Fatalf("worker's reply: HTTP %d", code)
 	}
 	sent, reply := steps["sent"].Result, steps["reply"].Result
@@ -245,36 +250,9 @@ func TestTypeScriptHostOverHTTP(t *testing.T) {
 	checkConversation(t, runHost(t, nodeBin, nil, "http", base+"/mcp", w.id), w)
 }
 
-// buildSwitchboard builds the switchboard binary once per test binary.
-var buildOnce = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "switchboard-mcp-interop")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "switchboard")
-	if runtime.GOOS == "windows" {
-		bin += ".exe"
-	}
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/switchboard-hub/switchboard/cmd/switchboard").CombinedOutput()
-	if err != nil {
-		return "", &buildError{out: string(out), err: err}
-	}
-	return bin, nil
-})
-
-type buildError struct {
-	out string
-	err error
-}
-
-func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
-
 func TestTypeScriptHostOverStdioBridge(t *testing.T) {
 	nodeBin := node(t)
-	bin, err := buildOnce()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := proctest.Binary(t)
 	_, base := hubtest.Start(t, hub.Options{Dev: true})
 	w := newWorker(t, "ts-bridge-worker")
 	w.register(t, base)
@@ -283,10 +261,7 @@ func TestTypeScriptHostOverStdioBridge(t *testing.T) {
 
 func TestTypeScriptHostOverStdioEmbedded(t *testing.T) {
 	nodeBin := node(t)
-	bin, err := buildOnce()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := proctest.Binary(t)
 	w := newWorker(t, "ts-embedded-worker")
 	steps := runHost(t, nodeBin, func(s step) {
 		if s.Step == "hub" {

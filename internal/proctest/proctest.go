@@ -324,3 +324,24 @@ func listeningAddr(out string) (string, bool) {
 	}
 	return "", false
 }
+
+// RefusedAddr returns a loopback address that refuses connections for as
+// long as the test runs: a socket bound to a free port but not listening,
+// held until the test ends, so no other process can take the port and
+// answer (as one could on an address FreeAddr returned).
+func RefusedAddr(t testing.TB) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("socket: %v", err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatalf("bind: %v", err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatalf("getsockname: %v", err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
+}

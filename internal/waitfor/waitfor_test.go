@@ -92,3 +92,16 @@ func TestWaitFor(t *testing.T) {
 		})
 	}
 }
+
+// TestInsideBubble: the helpers work with the real *testing.T of a
+// synctest bubble (where t.Deadline panics) and wait on the bubble's
+// clock.
+func TestInsideBubble(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		waitfor.True(t, "ten seconds to pass", func() bool { return time.Since(start) >= 10*time.Second })
+		if took := time.Since(start); took < 10*time.Second || took > 10*time.Second+50*time.Millisecond {
+			t.Errorf("waited %v on the bubble's clock, want 10s", took)
+		}
+	})
+}

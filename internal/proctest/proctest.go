@@ -17,6 +17,9 @@
 //
 // Wait for a process with the waitfor package's helpers or Proc.WaitOutput,
 // never with time.Sleep.
+//
+// Tests that run the switchboard binary are full-lane: Binary skips them
+// under go test -short.
 package proctest
 
 import (
@@ -58,8 +61,14 @@ var (
 // path. The build lives in a temporary directory that Main removes when
 // the tests end; one left behind by a test binary that was killed is
 // removed by the next Binary call on the machine.
+//
+// Tests of the real binary belong to the full lane: under go test -short,
+// Binary (and so StartHub) skips the test.
 func Binary(t testing.TB) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs the switchboard binary: full lane, not with -short")
+	}
 	buildOnce.Do(func() {
 		if p := os.Getenv(BinaryEnv); p != "" {
 			binPath = p

@@ -99,10 +99,14 @@ if [ "$fuzztime" != "0" ]; then
 			echo "$pkg $target"
 			if ! out=$(fuzz "$pkg" "$target"); then
 				echo "$out" | tail -40
-				# An input the fuzzer found failing is now in the package's
-				# testdata/fuzz and fails the second run too; a fuzzing
-				# worker that stalled with a busy machine does not.
-				echo "$pkg $target: failed; running it once more"
+				# A failing input (the fuzzer wrote it to testdata) fails
+				# the lane at once. Only a fuzzing worker that stalled on a
+				# busy machine (the coordinator's own error, no input) is
+				# run once more.
+				if grep -q 'Failing input written to' <<<"$out" || ! grep -q 'fuzzing process hung or terminated unexpectedly\|context deadline exceeded' <<<"$out"; then
+					exit 1
+				fi
+				echo "$pkg $target: the fuzzing worker stalled; running it once more"
 				if ! out=$(fuzz "$pkg" "$target"); then
 					echo "$out" | tail -40
 					exit 1

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -49,7 +48,11 @@ type receiver struct {
 	attempts map[string]int // delivery attempts per message, before dedup
 	handled  map[string]int // messages the agent's handler ran for
 	dups     atomic.Int64   // redeliveries the client's dedup absorbed
-	cb       http.Handler
+	// down makes the receiver hang up on every request, unanswered (an
+	// agent that is offline); hungUp counts those requests.
+	down   atomic.Bool
+	hungUp atomic.Int64
+	cb     http.Handler
 }
 
 func newReceiver(f func(id string, attempt int) fault) *receiver {
@@ -64,6 +67,11 @@ func newReceiver(f func(id string, attempt int) fault) *receiver {
 }
 
 func (rv *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if rv.down.Load() {
+		rv.hungUp.Add(1)
+		hangUp(w)
+		return
+	}
 	body, _ := io.ReadAll(r.Body)
 	var env struct {
 		MessageID string `json:"message_id"`
@@ -316,9 +324,9 @@ func TestFaultReceiver500ThenOK(t *testing.T) {
 }
 
 // TestFaultReceiverFlaps: the receiver goes offline and comes back, first
-// by closing and reopening its listener (connection refused meanwhile),
-// then by letting its lease expire and renewing it (the hub holds its
-// messages while the lease is lapsed).
+// by hanging up on every delivery for a while (its lease still current,
+// so the hub retries with backoff), then by letting its lease expire and
+// renewing it (the hub holds its messages while the lease is lapsed).
 func TestFaultReceiverFlaps(t *testing.T) {
 	fullLane(t)
 	_, c := startFaultHub(t, t.TempDir())
@@ -326,7 +334,7 @@ func TestFaultReceiverFlaps(t *testing.T) {
 
 	t.Run("listener", func(t *testing.T) {
 		rv := newReceiver(nil)
-		addr, stop := serveOn(t, "127.0.0.1:0", rv)
+		addr, _ := serveOn(t, "127.0.0.1:0", rv)
 		registerAgent(t, c, "flapper", "http://"+addr, 600)
 		l := newLedger()
 		// Four senders send (one message each per 10 ms) until the
@@ -354,22 +362,12 @@ func TestFaultReceiverFlaps(t *testing.T) {
 				a, _ := rv.counts()
 				return a >= a0+5
 			})
-			stop() // offline: connections refused
-			l.mu.Lock()
-			n0 := len(l.accepted)
-			l.mu.Unlock()
+			h0 := rv.hungUp.Load()
+			rv.down.Store(true) // offline
 			waitfor.True(t, fmt.Sprintf("round %d: a delivery attempt to fail while the receiver is down", round), func() bool {
-				l.mu.Lock()
-				since := slices.Clone(l.accepted[n0:])
-				l.mu.Unlock()
-				for _, id := range since {
-					if rc, err := c.Receipt(ctx, id); err == nil && rc.Status == "queued" && rc.Attempts > 0 {
-						return true
-					}
-				}
-				return false
+				return rv.hungUp.Load() > h0
 			})
-			_, stop = serveOn(t, addr, rv) // back on the same address
+			rv.down.Store(false) // back
 		}
 		close(done)
 		wg.Wait()
@@ -528,5 +526,12 @@ func TestFaultDiskFull(t *testing.T) {
 	tl := settle(t, c, all, []*receiver{rv}, 60*time.Second)
 	if want := 20 + 40 + 20; tl.delivered != want {
 		t.Fatalf("want %d delivered, got %+v", want, tl)
+	}
+}
+
+// hangUp closes the request's connection without an answer.
+func hangUp(w http.ResponseWriter) {
+	if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+		conn.Close()
 	}
 }

@@ -23,9 +23,9 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
-	"github.com/switchboard-hub/switchboard/internal/waitfor"
 	"github.com/switchboard-hub/switchboard/internal/proto/mamp"
 	"github.com/switchboard-hub/switchboard/internal/ssrf"
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
 // inbox is a MAMP agent's webhook: a real HTTP server that records the

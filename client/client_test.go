@@ -17,6 +17,7 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
 	"github.com/switchboard-hub/switchboard/internal/ssrf"
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 	"github.com/switchboard-hub/switchboard/webhooksig"
 )
 
@@ -108,13 +109,8 @@ func TestPullLoopAcks(t *testing.T) {
 	if err != nil || res.Status != "queued" {
 		t.Fatalf("send: %+v %v", res, err)
 	}
-	select {
-	case id := <-got:
-		if id != "p1" {
-			t.Fatalf("got %s", id)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("pull loop received nothing")
+	if id := waitfor.Recv(t, "the pull loop to receive p1", got); id != "p1" {
+		t.Fatalf("got %s", id)
 	}
 	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer wcancel()
@@ -144,13 +140,8 @@ func TestStream(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"s1", "s2"} {
-		select {
-		case id := <-got:
-			if id != want {
-				t.Fatalf("got %s, want %s", id, want)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("stream delivered nothing")
+		if id := waitfor.Recv(t, "the stream to deliver "+want, got); id != want {
+			t.Fatalf("got %s, want %s", id, want)
 		}
 	}
 	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
@@ -185,30 +176,39 @@ func TestStreamKeepsSendOrder(t *testing.T) {
 		send(i)
 	}
 	got := make(chan string, 1000)
+	var handled atomic.Int64
 	go c.Stream(ctx, "ordered", func(ctx context.Context, env *client.Envelope) (client.Reply, error) {
 		got <- env.MessageID
+		handled.Add(1)
 		return client.Reply{}, nil
 	}, time.Minute)
 	for i := 150; i < 400; i++ {
 		send(i)
 		if i%50 == 0 {
-			time.Sleep(20 * time.Millisecond) // let the stream catch up now and then
+			// Now and then the stream catches up, so that later sends
+			// find it idle and are handed to it as they are accepted.
+			n := len(want)
+			waitfor.True(t, fmt.Sprintf("the stream to catch up with %d sends", n), func() bool { return handled.Load() >= int64(n) })
 		}
 	}
 	for n, w := range want {
-		select {
-		case id := <-got:
-			if id != w {
-				t.Fatalf("message %d over the stream is %s, want %s", n, id, w)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("stream stopped after %d of %d messages", n, len(want))
+		if id := waitfor.Recv(t, fmt.Sprintf("message %d of %d over the stream", n, len(want)), got); id != w {
+			t.Fatalf("message %d over the stream is %s, want %s", n, id, w)
+		}
+	}
+	// Every message was acknowledged; none came twice meanwhile.
+	for _, id := range want {
+		wctx, wcancel := context.WithTimeout(ctx, waitfor.Timeout)
+		rc, err := c.WaitReceipt(wctx, id)
+		wcancel()
+		if err != nil || rc.Status != "delivered" {
+			t.Fatalf("%s: %+v %v", id, rc, err)
 		}
 	}
 	select {
 	case id := <-got:
 		t.Fatalf("%s came again", id)
-	case <-time.After(200 * time.Millisecond):
+	default:
 	}
 }
 

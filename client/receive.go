@@ -32,45 +32,73 @@ func Reject(code int, detail string) Reply {
 // later (the delivery counts as failed).
 type HandlerFunc func(ctx context.Context, env *Envelope) (Reply, error)
 
-// Dedup remembers recently seen message ids so that a redelivery (the hub
-// delivers at least once) is answered without handling it twice.
+// Dedup remembers the outcome of recently handled message ids so that a
+// redelivery (the hub delivers at least once) is answered without handling
+// it twice. A message id is claimed before its handler runs: a duplicate
+// that arrives while the first delivery is still being handled waits for
+// it and answers with its outcome. Only a reply is remembered; a handler
+// that failed (returned an error or panicked) releases the id, so a later
+// redelivery runs the handler again.
 type Dedup struct {
 	mu   sync.Mutex
 	ttl  time.Duration
-	seen map[string]dedupEntry
+	seen map[string]*dedupEntry
 }
 
+// dedupEntry is one claimed message id: in flight until done is closed,
+// then the outcome to repeat (status and body), remembered from at.
 type dedupEntry struct {
-	at    time.Time
-	reply []byte
+	done   chan struct{}
+	status int
+	body   []byte
+	at     time.Time
 }
 
 // NewDedup remembers ids for ttl.
-func NewDedup(ttl time.Duration) *Dedup { return &Dedup{ttl: ttl, seen: map[string]dedupEntry{}} }
+func NewDedup(ttl time.Duration) *Dedup { return &Dedup{ttl: ttl, seen: map[string]*dedupEntry{}} }
 
-func (d *Dedup) get(id string) ([]byte, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	e, ok := d.seen[id]
-	if ok && time.Since(e.at) > d.ttl {
-		delete(d.seen, id)
-		return nil, false
-	}
-	return e.reply, ok
-}
-
-func (d *Dedup) put(id string, reply []byte) {
+// claim returns the entry for id and whether the caller claimed it (and
+// must finish it). An entry not claimed may still be in flight: wait for
+// its done channel before reading its outcome.
+func (d *Dedup) claim(id string) (*dedupEntry, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := time.Now()
+	if e, ok := d.seen[id]; ok {
+		if !d.expired(e, now) {
+			return e, false
+		}
+		delete(d.seen, id)
+	}
 	if len(d.seen) > 100000 {
 		for k, e := range d.seen {
-			if now.Sub(e.at) > d.ttl {
+			if d.expired(e, now) {
 				delete(d.seen, k)
 			}
 		}
 	}
-	d.seen[id] = dedupEntry{at: now, reply: reply}
+	e := &dedupEntry{done: make(chan struct{})}
+	d.seen[id] = e
+	return e, true
+}
+
+// expired reports whether a finished entry is older than the ttl; an entry
+// in flight never is. d.mu is held.
+func (d *Dedup) expired(e *dedupEntry, now time.Time) bool {
+	return !e.at.IsZero() && now.Sub(e.at) > d.ttl
+}
+
+// finish records the outcome of the claimed entry e for id and wakes the
+// duplicates waiting for it. With remember false (the handler failed) the
+// id is released for a later redelivery.
+func (d *Dedup) finish(id string, e *dedupEntry, status int, body []byte, remember bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e.status, e.body, e.at = status, body, time.Now()
+	if !remember && d.seen[id] == e {
+		delete(d.seen, id)
+	}
+	close(e.done)
 }
 
 // CallbackOptions configure a callback handler.
@@ -84,13 +112,19 @@ type CallbackOptions struct {
 	Dedup *Dedup
 	// MaxBody bounds a delivery's size [8 MiB].
 	MaxBody int64
-	// OnDuplicate is called for each redelivery answered from memory.
+	// OnDuplicate is called for each redelivery answered from memory or
+	// waiting for the first delivery's outcome.
 	OnDuplicate func(messageID string)
 }
 
 // CallbackHandler returns the http.Handler to register as an agent's
 // callback_url: it decodes the ATP envelope, verifies the signature if
 // configured, deduplicates by message id, calls h and answers with its Reply.
+// A redelivery of a message already handled is answered with the same
+// Reply; one that arrives while h is still handling the first delivery
+// waits for it (or answers 503 if its own request ends first), so h runs
+// once per message id even under concurrent redeliveries. An error from h
+// answers 503, which makes the hub retry later.
 func CallbackHandler(h HandlerFunc, o CallbackOptions) http.Handler {
 	if o.Dedup == nil {
 		o.Dedup = NewDedup(10 * time.Minute)
@@ -119,17 +153,29 @@ func CallbackHandler(h HandlerFunc, o CallbackOptions) http.Handler {
 			writeJSON(w, http.StatusBadRequest, Reject(400, "not an ATP envelope"))
 			return
 		}
-		if prev, ok := o.Dedup.get(env.MessageID); ok {
+		e, claimed := o.Dedup.claim(env.MessageID)
+		if !claimed {
 			if o.OnDuplicate != nil {
 				o.OnDuplicate(env.MessageID)
 			}
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(prev)
+			select {
+			case <-e.done:
+				writeBody(w, e.status, e.body)
+			case <-r.Context().Done():
+				// The hub gave up on this attempt; it will deliver again.
+				writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "error", "detail": "still being handled"})
+			}
 			return
 		}
+		status, body := http.StatusServiceUnavailable, errorBody("handler panicked")
+		remember := false
+		// Deferred so that duplicates waiting for this outcome are woken
+		// even when the handler panics (net/http recovers the panic).
+		defer func() { o.Dedup.finish(env.MessageID, e, status, body, remember) }()
 		reply, err := h(r.Context(), &env)
 		if err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "error", "detail": err.Error()})
+			status, body = http.StatusServiceUnavailable, errorBody(err.Error())
+			writeBody(w, status, body)
 			return
 		}
 		if reply.Status == "" {
@@ -139,10 +185,22 @@ func CallbackHandler(h HandlerFunc, o CallbackOptions) http.Handler {
 			MessageID string `json:"message_id"`
 			Reply
 		}{env.MessageID, reply})
-		o.Dedup.put(env.MessageID, b)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(b)
+		status, body, remember = http.StatusOK, b, true
+		writeBody(w, status, body)
 	})
+}
+
+// errorBody is the answer to a delivery whose handler failed: the hub
+// retries it later.
+func errorBody(detail string) []byte {
+	b, _ := json.Marshal(map[string]any{"status": "error", "detail": detail})
+	return append(b, '\n')
+}
+
+func writeBody(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -3,7 +3,7 @@
 # store tests (Debian, run as root).
 #
 #   scripts/postgres-test-server.sh start [DIR] [PORT]   # prints the test URL
-#   scripts/postgres-test-server.sh stop  [DIR]
+#   scripts/postgres-test-server.sh stop  [DIR]          # stops it (the files stay)
 #   scripts/postgres-test-server.sh url   [DIR] [PORT]
 #
 # start installs PostgreSQL from Debian's packages if it is missing, creates a
@@ -17,16 +17,19 @@
 # for tests only. It keeps PostgreSQL's durable defaults (fsync, synchronous
 # commit), so benchmarks against it measure durable writes; set PGTEST_FAST=1
 # before start to turn them off for quicker test runs. Defaults:
-# DIR=/tmp/switchboard-pg, PORT=25432 (or $PGTEST_DIR / $PGTEST_PORT); the
-# port is below Linux's ephemeral range (32768-60999), so an outgoing
-# connection's source port cannot be holding it.
+# DIR=/tmp/switchboard-pg (or $PGTEST_DIR); PORT $PGTEST_PORT, or 0: a free
+# port chosen by trying to start on random ports between 20000 and 32767
+# until one is free (below Linux's ephemeral range, 32768-60999, so an
+# outgoing connection's source port cannot take it between runs). A
+# cluster already running in DIR keeps its port. A given port that is
+# taken fails with a message saying so.
 set -euo pipefail
 
 cmd="${1:-start}"
 dir="${2:-${PGTEST_DIR:-/tmp/switchboard-pg}}"
-port="${3:-${PGTEST_PORT:-25432}}"
+port="${3:-${PGTEST_PORT:-0}}"
 db="switchboard_test"
-url="postgres://postgres@127.0.0.1:${port}/${db}?sslmode=disable"
+url_for() { echo "postgres://postgres@127.0.0.1:${1}/${db}?sslmode=disable"; }
 
 log() { echo "postgres-test-server: $*" >&2; }
 die() { log "$*"; exit 1; }
@@ -75,23 +78,47 @@ start() {
 			|| as_postgres "$bin/initdb" -D "$dir" -U postgres --auth=trust -E UTF8 --no-locale >&2
 	fi
 	if as_postgres "$bin/pg_ctl" -D "$dir" status >/dev/null 2>&1; then
-		log "already running in $dir"
+		port=$(sed -n 4p "$dir/postmaster.pid")
+		log "already running in $dir on port $port"
+	elif [ "$port" = 0 ]; then
+		local try
+		for try in 1 2 3 4 5 6 7 8 9 10; do
+			port=$((20000 + RANDOM % 12768))
+			if try_start "$bin" "$port"; then
+				break
+			fi
+			grep -q 'in use' "$dir/server.log" 2>/dev/null || { tail -n 30 "$dir/server.log" >&2 || true; die "pg_ctl start failed"; }
+			log "port $port is taken; trying another"
+			port=0
+		done
+		[ "$port" != 0 ] || die "no free port found in 10 tries"
 	else
-		local opts="-h 127.0.0.1 -p $port -k $dir -c max_connections=300"
-		if [ "${PGTEST_FAST:-}" = 1 ]; then
-			opts="$opts -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-		fi
-		log "starting on 127.0.0.1:$port"
-		# The socket goes in the data directory so no system directory is needed.
-		as_postgres "$bin/pg_ctl" -D "$dir" -l "$dir/server.log" -w -t 60 start -o "$opts" >&2 \
-			|| { tail -n 30 "$dir/server.log" >&2 || true; die "pg_ctl start failed"; }
+		try_start "$bin" "$port" || {
+			tail -n 30 "$dir/server.log" >&2 || true
+			grep -q 'in use' "$dir/server.log" 2>/dev/null && die "port $port on 127.0.0.1 is taken; choose another, or 0 for a free one"
+			die "pg_ctl start failed"
+		}
 	fi
 	if ! as_postgres "$bin/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -tAc \
 		"SELECT 1 FROM pg_database WHERE datname = '$db'" | grep -q 1; then
 		as_postgres "$bin/createdb" -h 127.0.0.1 -p "$port" -U postgres "$db" >&2
 	fi
-	log "ready; export SWITCHBOARD_TEST_POSTGRES='$url'"
-	echo "$url"
+	log "ready; export SWITCHBOARD_TEST_POSTGRES='$(url_for "$port")'"
+	url_for "$port"
+}
+
+# try_start BIN PORT starts the cluster on 127.0.0.1:PORT; it fails (with
+# "in use" in server.log) when the port is taken.
+try_start() {
+	local opts="-h 127.0.0.1 -p $2 -k $dir -c max_connections=300"
+	if [ "${PGTEST_FAST:-}" = 1 ]; then
+		opts="$opts -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+	fi
+	log "starting on 127.0.0.1:$2"
+	: > "$dir/server.log"
+	chown postgres:postgres "$dir/server.log"
+	# The socket goes in the data directory so no system directory is needed.
+	as_postgres "$1/pg_ctl" -D "$dir" -l "$dir/server.log" -w -t 60 start -o "$opts" >&2
 }
 
 stop() {
@@ -107,6 +134,9 @@ stop() {
 case "$cmd" in
 start) start ;;
 stop) stop ;;
-url) echo "$url" ;;
+url)
+	[ "$port" != 0 ] || [ ! -f "$dir/postmaster.pid" ] || port=$(sed -n 4p "$dir/postmaster.pid")
+	url_for "$port"
+	;;
 *) die "usage: $0 start|stop|url [DIR] [PORT]" ;;
 esac

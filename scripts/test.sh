@@ -5,15 +5,17 @@
 #     python3-uvicorn, python3-httpx), PostgreSQL, Chromium, and — when the
 #     commands are missing — Node.js with npm and gcc (for -race);
 #   - npm packages of the interop and browser tests, from their lock files;
-#   - a throwaway PostgreSQL cluster on 127.0.0.1 for the store contract
-#     suite and the multi-instance tests (stopped again at the end).
+#   - a throwaway PostgreSQL cluster on a free port of 127.0.0.1 for the
+#     store contract suite and the multi-instance tests (stopped and
+#     removed again at the end, also when the script fails or is
+#     interrupted).
 # Then: gofmt, go vet, staticcheck, `go test -race ./...`, and a short run of
 # every fuzz target.
 #
 # Run it as root (or with sudo available): it installs packages, starts
 # PostgreSQL as the postgres user, and one fault test mounts a small tmpfs.
 #
-# Environment: FUZZTIME (default 10000x: 10,000 inputs per target, a count
+# Environment: PGTEST_PORT (default 0: a free port), FUZZTIME (default 10000x: 10,000 inputs per target, a count
 # rather than a duration because Go 1.26's fuzzing coordinator can fail a
 # target with "context deadline exceeded" when a -fuzztime duration runs
 # out, golang/go#75804; 0 skips fuzzing),
@@ -56,13 +58,19 @@ if [ -z "${SKIP_INSTALL:-}" ]; then
 fi
 
 step "PostgreSQL"
-pgdir=$(mktemp -d /tmp/switchboard-pg.XXXXXX)
+pgdir=$(mktemp -d "${TMPDIR:-/tmp}/switchboard-pg.XXXXXX")
+cleanup() {
+	scripts/postgres-test-server.sh stop "$pgdir/data" >/dev/null 2>&1 || true
+	rm -rf "$pgdir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 chmod 755 "$pgdir"
-pgport=${PGTEST_PORT:-25432}
 export PGTEST_FAST=1
-SWITCHBOARD_TEST_POSTGRES=$(scripts/postgres-test-server.sh start "$pgdir" "$pgport")
+# Port 0: the script starts the cluster on a free port and prints its URL.
+SWITCHBOARD_TEST_POSTGRES=$(scripts/postgres-test-server.sh start "$pgdir/data" "${PGTEST_PORT:-0}")
 export SWITCHBOARD_TEST_POSTGRES
-trap 'scripts/postgres-test-server.sh stop "$pgdir" >/dev/null 2>&1 || true' EXIT
 echo "ok: $SWITCHBOARD_TEST_POSTGRES"
 
 step "gofmt"
@@ -91,10 +99,14 @@ if [ "$fuzztime" != "0" ]; then
 			echo "$pkg $target"
 			if ! out=$(fuzz "$pkg" "$target"); then
 				echo "$out" | tail -40
-				# An input the fuzzer found failing is now in the package's
-				# testdata/fuzz and fails the second run too; a fuzzing
-				# worker that stalled with a busy machine does not.
-				echo "$pkg $target: failed; running it once more"
+				# A failing input (the fuzzer wrote it to testdata) fails
+				# the lane at once. Only a fuzzing worker that stalled on a
+				# busy machine (the coordinator's own error, no input) is
+				# run once more.
+				if grep -q 'Failing input written to' <<<"$out" || ! grep -q 'fuzzing process hung or terminated unexpectedly\|context deadline exceeded' <<<"$out"; then
+					exit 1
+				fi
+				echo "$pkg $target: the fuzzing worker stalled; running it once more"
 				if ! out=$(fuzz "$pkg" "$target"); then
 					echo "$out" | tail -40
 					exit 1

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
 	"github.com/switchboard-hub/switchboard/internal/proctest"
 	"github.com/switchboard-hub/switchboard/internal/ssrf"
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
 // run runs the CLI in-process and returns its exit code and output.
@@ -140,15 +142,21 @@ func TestCLIAgainstHub(t *testing.T) {
 		_, out, _ := run(t, "", "tail", "-n", "2", "--agent", "worker")
 		done <- out
 	}()
-	time.Sleep(300 * time.Millisecond)
-	run(t, "", "send", "--from", "planner", "--to", "worker", "--text", "tailed", "--id", "tail-1")
-	select {
-	case out := <-done:
-		if !strings.Contains(out, "accepted") || !strings.Contains(out, "tail-1") {
-			t.Fatalf("tail: %s", out)
+	// Sends until tail, once connected, has shown two events of them.
+	var tailed string
+	sent := 0
+	waitfor.OK(t, "tail to show the flow of a send", func() error {
+		select {
+		case tailed = <-done:
+			return nil
+		default:
 		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("tail saw nothing")
+		sent++
+		run(t, "", "send", "--from", "planner", "--to", "worker", "--text", "tailed", "--id", fmt.Sprintf("tail-%d", sent))
+		return fmt.Errorf("%d sends so far", sent)
+	})
+	if !strings.Contains(tailed, "accepted") || !strings.Contains(tailed, "tail-") {
+		t.Fatalf("tail: %s", tailed)
 	}
 }
 
@@ -181,7 +189,7 @@ func TestSendWaitIsOneDeadline(t *testing.T) {
 }
 
 func TestCLIHubUnreachable(t *testing.T) {
-	t.Setenv("SWITCHBOARD_HUB", "http://"+proctest.FreeAddr(t))
+	t.Setenv("SWITCHBOARD_HUB", "http://"+proctest.RefusedAddr(t))
 	send := []string{"send", "--from", "planner", "--to", "worker", "--text", "hi", "--id", "u1"}
 	for _, c := range []struct {
 		name     string
@@ -291,34 +299,28 @@ func TestServeRefusesADataDirectoryInUse(t *testing.T) {
 }
 
 func TestTailEndsWhenTheHubGoes(t *testing.T) {
-	addr := proctest.FreeAddr(t)
-	hubProc := proctest.StartHub(t, addr, "--dev", "--data", t.TempDir())
+	hubProc := proctest.StartHub(t, "", "--dev", "--data", t.TempDir())
+	addr := hubProc.Addr
 	var out, errOut proctest.SafeBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- runMain(context.Background(), []string{"tail", "--hub", "http://" + addr, "-n", "1000"}, stdio{in: strings.NewReader(""), out: &out, err: &errOut})
 	}()
 	// Registrations until tail shows one (it may not be connected yet).
-	deadline := time.Now().Add(15 * time.Second)
-	for !strings.Contains(out.String(), "registered") {
-		if time.Now().After(deadline) {
-			t.Fatalf("tail showed no event: stdout %q, stderr %q", out.String(), errOut.String())
+	waitfor.OK(t, "tail to show a registration", func() error {
+		if strings.Contains(out.String(), "registered") {
+			return nil
 		}
 		resp, err := http.Post("http://"+addr+"/atp/register", "application/json", strings.NewReader(`{"agent_id":"seen"}`))
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("stdout %q, stderr %q", out.String(), errOut.String())
+	})
 	hubProc.Kill()
-	select {
-	case code := <-done:
-		if code != exitUnavail || !strings.Contains(errOut.String(), "the hub closed the event stream after") {
-			t.Fatalf("tail after the hub was killed: exit %d\nstdout: %s\nstderr: %s", code, out.String(), errOut.String())
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("tail did not end when the hub went away")
+	if code := waitfor.Recv(t, "tail to end when the hub went away", done); code != exitUnavail || !strings.Contains(errOut.String(), "the hub closed the event stream after") {
+		t.Fatalf("tail after the hub was killed: exit %d\nstdout: %s\nstderr: %s", code, out.String(), errOut.String())
 	}
 }
 

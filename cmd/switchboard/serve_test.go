@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/proctest"
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
 // TestServeBodyTimeoutFlag: serve's --body-timeout reaches the hub: a
@@ -34,8 +35,7 @@ func TestServeBodyTimeoutFlag(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.flag, func(t *testing.T) {
-			addr := proctest.FreeAddr(t)
-			proctest.StartHub(t, addr, "--dev", "--data", t.TempDir(), "--body-timeout", c.flag)
+			addr := proctest.StartHub(t, "", "--dev", "--data", t.TempDir(), "--body-timeout", c.flag).Addr
 			conn, err := net.Dial("tcp", addr)
 			if err != nil {
 				t.Fatal(err)
@@ -63,8 +63,7 @@ func TestServeBodyTimeoutFlag(t *testing.T) {
 // TestServeMaxConnsFlag: the real binary with --max-conns 2 serves two
 // held connections and closes a third unanswered.
 func TestServeMaxConnsFlag(t *testing.T) {
-	addr := proctest.FreeAddr(t)
-	proctest.StartHub(t, addr, "--dev", "--data", t.TempDir(), "--max-conns", "2")
+	addr := proctest.StartHub(t, "", "--dev", "--data", t.TempDir(), "--max-conns", "2").Addr
 	http.DefaultClient.CloseIdleConnections() // the readiness probe's connection
 	get := func() (net.Conn, error) {
 		c, err := net.Dial("tcp", addr)
@@ -92,16 +91,10 @@ func TestServeMaxConnsFlag(t *testing.T) {
 	// count it; so each held connection gets a few tries.
 	for i := range 2 {
 		var c net.Conn
-		var err error
-		for try := 0; try < 50; try++ {
-			if c, err = get(); err == nil {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		if err != nil {
-			t.Fatalf("connection %d within --max-conns 2: %v", i+1, err)
-		}
+		waitfor.OK(t, fmt.Sprintf("connection %d within --max-conns 2 to be served", i+1), func() (err error) {
+			c, err = get()
+			return err
+		})
 		defer c.Close()
 	}
 	if c, err := get(); err == nil {

@@ -5,37 +5,21 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchboard-hub/switchboard/internal/clocktest"
 )
 
-// fakeClock is a manually advanced clock.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 9, 12, 10, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
+// newFakeClock is the tests' one fake clock (clocktest) at a fixed time.
+func newFakeClock() *clocktest.Clock {
+	return clocktest.New(time.Date(2026, 9, 12, 10, 0, 0, 0, time.UTC))
 }
 
 type harness struct {
 	t     *testing.T
 	e     *Engine
-	clock *fakeClock
+	clock *clocktest.Clock
 	store *MemoryStore
 }
 

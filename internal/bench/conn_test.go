@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
 // seen is what a test server recorded of one request.
@@ -181,13 +183,8 @@ func TestSenderConnStopsWithContext(t *testing.T) {
 		_, err := c.post(ctx, "/atp/send", []byte("{}"))
 		done <- err
 	}()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("post interrupted by its context: %v, want context.Canceled", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("post still waiting 10 s after its context ended")
+	if err := waitfor.Recv(t, "post to return once its context ended", done); !errors.Is(err, context.Canceled) {
+		t.Fatalf("post interrupted by its context: %v, want context.Canceled", err)
 	}
 	if _, err := c.post(ctx, "/atp/send", []byte("{}")); !errors.Is(err, context.Canceled) {
 		t.Errorf("post on an ended context: %v, want context.Canceled", err)

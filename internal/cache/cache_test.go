@@ -3,6 +3,7 @@ package cache
 import (
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -29,7 +30,8 @@ func TestGet(t *testing.T) {
 		wantV     string
 	}{
 		{name: "fresh: read once", ttl: time.Hour, wantCalls: 1, wantV: "a"},
-		{name: "expired: read again", ttl: time.Millisecond, between: func(*TTL[string, string]) { time.Sleep(5 * time.Millisecond) }, wantCalls: 2, wantV: "b"},
+		{name: "expired: read again", ttl: time.Millisecond, between: func(*TTL[string, string]) { time.Sleep(time.Millisecond + 1) }, wantCalls: 2, wantV: "b"},
+		{name: "not yet expired: cached", ttl: time.Millisecond, between: func(*TTL[string, string]) { time.Sleep(time.Millisecond - 1) }, wantCalls: 1, wantV: "a"},
 		{name: "deleted: read again", ttl: time.Hour, between: func(c *TTL[string, string]) { c.Delete("k") }, wantCalls: 2, wantV: "b"},
 		{name: "deleted by value: read again", ttl: time.Hour, between: func(c *TTL[string, string]) {
 			c.DeleteFunc(func(_, v string) bool { return v == "a" })
@@ -38,23 +40,27 @@ func TestGet(t *testing.T) {
 		{name: "errors are not cached", ttl: time.Hour, err: errors.New("down"), wantCalls: 2, wantV: "b"},
 	}
 	for _, tt := range tests {
+		// In a synctest bubble a sleep moves the bubble's clock: the
+		// expiry case waits exactly, and not at all in real time.
 		t.Run(tt.name, func(t *testing.T) {
-			v = "a"
-			c := New[string, string](tt.ttl, 10)
-			r := &reader{v: &v, err: tt.err}
-			if got, err := c.Get("k", r.read); got != "a" || err != tt.err {
-				t.Fatalf("first Get: %q, %v", got, err)
-			}
-			v, r.err = "b", nil
-			if tt.between != nil {
-				tt.between(c)
-			}
-			if got, err := c.Get("k", r.read); got != tt.wantV || err != nil {
-				t.Fatalf("second Get: %q, %v; want %q", got, err, tt.wantV)
-			}
-			if r.calls != tt.wantCalls {
-				t.Errorf("%d reads, want %d", r.calls, tt.wantCalls)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				v = "a"
+				c := New[string, string](tt.ttl, 10)
+				r := &reader{v: &v, err: tt.err}
+				if got, err := c.Get("k", r.read); got != "a" || err != tt.err {
+					t.Fatalf("first Get: %q, %v", got, err)
+				}
+				v, r.err = "b", nil
+				if tt.between != nil {
+					tt.between(c)
+				}
+				if got, err := c.Get("k", r.read); got != tt.wantV || err != nil {
+					t.Fatalf("second Get: %q, %v; want %q", got, err, tt.wantV)
+				}
+				if r.calls != tt.wantCalls {
+					t.Errorf("%d reads, want %d", r.calls, tt.wantCalls)
+				}
+			})
 		})
 	}
 }

@@ -9,29 +9,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/switchboard-hub/switchboard/internal/clocktest"
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/store/sqlite"
 )
-
-// fakeClock is a settable clock.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 // scripted is a deliverer whose answers the test decides; it records what
 // it was handed, in order.
@@ -63,7 +47,7 @@ const kindTest core.EndpointKind = "test"
 type fixture struct {
 	relay *core.Relay
 	store core.Store
-	clock *fakeClock
+	clock *clocktest.Clock
 	d     *scripted
 	ctx   context.Context
 }
@@ -76,7 +60,7 @@ func newFixture(t *testing.T, cfg core.Config) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	clock := &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	clock := clocktest.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	r := core.NewRelay(st, clock, cfg, nil)
 	d := &scripted{}
 	r.SetDeliverer(kindTest, d)
@@ -920,17 +904,23 @@ func TestOnMessageEvent(t *testing.T) {
 // TestWaitSeesOtherInstances: a result accepted by another relay on the
 // same store (another hub instance, which does not notify this one's
 // waiters) still ends a wait here, through its polls.
+//
+// It runs in a synctest bubble: synctest.Wait returns once the wait has
+// checked the store and is blocked until its next poll, and the bubble's
+// clock then moves straight to that poll.
 func TestWaitSeesOtherInstances(t *testing.T) {
-	f := newFixture(t, core.Config{})
-	f.send(t, "task", time.Minute)
-	other := core.NewRelay(f.store, f.clock, core.Config{}, nil)
-	got := f.waitResult(t, "task", 10*time.Second)
-	time.Sleep(100 * time.Millisecond) // the wait has started and checked once
-	if _, err := other.Send(f.ctx, &core.Message{ID: "result", Sender: "worker", Receiver: "planner", Type: "task.result",
-		CorrelationID: "task", Parts: []core.Part{{Kind: core.PartText, Text: "from elsewhere"}}}); err != nil {
-		t.Fatal(err)
-	}
-	if m := <-got; m == nil || m.ID != "result" {
-		t.Fatalf("wait ended with %+v, want the result accepted by the other relay", m)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, core.Config{})
+		f.send(t, "task", time.Minute)
+		other := core.NewRelay(f.store, f.clock, core.Config{}, nil)
+		got := f.waitResult(t, "task", 10*time.Second)
+		synctest.Wait() // the wait has started, checked once and sleeps
+		if _, err := other.Send(f.ctx, &core.Message{ID: "result", Sender: "worker", Receiver: "planner", Type: "task.result",
+			CorrelationID: "task", Parts: []core.Part{{Kind: core.PartText, Text: "from elsewhere"}}}); err != nil {
+			t.Fatal(err)
+		}
+		if m := <-got; m == nil || m.ID != "result" {
+			t.Fatalf("wait ended with %+v, want the result accepted by the other relay", m)
+		}
+	})
 }

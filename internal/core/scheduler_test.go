@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/switchboard-hub/switchboard/internal/core"
@@ -70,49 +71,42 @@ func sendTo(t *testing.T, r *core.Relay, receiver, id string) {
 	}
 }
 
-// waitDelivered waits until d was handed n messages; the bound is for a
-// hung test, not a timing goal.
-func waitDelivered(t *testing.T, d *scripted, n int) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); len(d.delivered()) < n; time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("delivered %d of %d: the scheduler was not woken", len(d.delivered()), n)
-		}
-	}
-}
-
+// TestSchedulerIsNotWokenForPullOnlyReceivers runs in a synctest bubble
+// (the store is the embedded one, files only): synctest.Wait returns once
+// the scheduler is idle, so "no claim after these sends" is exact, with
+// no sleep, and the hour-long poll never fires because the bubble's clock
+// only moves when everything is blocked and the test is not waiting.
 func TestSchedulerIsNotWokenForPullOnlyReceivers(t *testing.T) {
-	r, cs, d, start := scheduled(t, core.Config{})
-	start()
-	sendTo(t, r, "pusher", "first")
-	waitDelivered(t, d, 1)
-	// Let the scheduler go idle: the finished lane wakes it once more.
-	before := cs.claims.Load()
-	for {
-		time.Sleep(50 * time.Millisecond)
-		n := cs.claims.Load()
-		if n == before {
-			break
+	synctest.Test(t, func(t *testing.T) {
+		r, cs, d, start := scheduled(t, core.Config{})
+		start()
+		sendTo(t, r, "pusher", "first")
+		synctest.Wait() // delivered, and the scheduler idle again
+		if got := d.delivered(); len(got) != 1 {
+			t.Fatalf("delivered %v, want the first message", got)
 		}
-		before = n
-	}
-	for i := range 50 {
-		sendTo(t, r, "puller", fmt.Sprintf("p%d", i))
-	}
-	time.Sleep(100 * time.Millisecond) // a woken scheduler claims within microseconds
-	if n := cs.claims.Load() - before; n != 0 {
-		t.Fatalf("%d claims after sends that only a pull can take", n)
-	}
-	sendTo(t, r, "pusher", "second")
-	waitDelivered(t, d, 2)
-	if cs.claims.Load() == before {
-		t.Fatal("a send to a pushable receiver did not wake the scheduler")
-	}
-	// The pull receiver's messages are all still there for it.
-	ms, err := r.Pull(context.Background(), "puller", 100, time.Minute, true)
-	if err != nil || len(ms) != 50 {
-		t.Fatalf("pull: %d messages, %v", len(ms), err)
-	}
+		before := cs.claims.Load()
+		for i := range 50 {
+			sendTo(t, r, "puller", fmt.Sprintf("p%d", i))
+		}
+		synctest.Wait() // a woken scheduler would have claimed by now
+		if n := cs.claims.Load() - before; n != 0 {
+			t.Fatalf("%d claims after sends that only a pull can take", n)
+		}
+		sendTo(t, r, "pusher", "second")
+		synctest.Wait()
+		if got := d.delivered(); len(got) != 2 {
+			t.Fatalf("delivered %v: a send to a pushable receiver did not wake the scheduler", got)
+		}
+		if cs.claims.Load() == before {
+			t.Fatal("a send to a pushable receiver did not wake the scheduler")
+		}
+		// The pull receiver's messages are all still there for it.
+		ms, err := r.Pull(context.Background(), "puller", 100, time.Minute, true)
+		if err != nil || len(ms) != 50 {
+			t.Fatalf("pull: %d messages, %v", len(ms), err)
+		}
+	})
 }
 
 func TestSchedulerWakesItselfWhenWorkIsLeft(t *testing.T) {
@@ -146,13 +140,19 @@ func TestSchedulerWakesItselfWhenWorkIsLeft(t *testing.T) {
 	}}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r, _, d, start := scheduled(t, c.cfg)
-			c.queue(t, r)
-			start()
-			waitDelivered(t, d, c.want)
-			if got := d.delivered(); c.want == 40 && (got[0] != "m00" || got[39] != "m39") {
-				t.Fatalf("order: %v", got)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				r, _, d, start := scheduled(t, c.cfg)
+				c.queue(t, r)
+				start()
+				synctest.Wait() // idle: the poll is an hour away, so only wake-ups delivered
+				got := d.delivered()
+				if len(got) != c.want {
+					t.Fatalf("delivered %d of %d: the scheduler was not woken", len(got), c.want)
+				}
+				if c.want == 40 && (got[0] != "m00" || got[39] != "m39") {
+					t.Fatalf("order: %v", got)
+				}
+			})
 		})
 	}
 }

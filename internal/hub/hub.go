@@ -316,6 +316,7 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 		limit = 1000
 	}
 	limiter := ratelimit.New(limit, opt.RateBurst)
+	limiter.Now = clock.Now // buckets refill on the hub's clock (tests control it)
 	// Security headers outermost, so refusals (401, 429) carry them too.
 	var challenges []Challenger
 	for _, a := range h.adapters {

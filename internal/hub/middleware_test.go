@@ -22,6 +22,7 @@ import (
 
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
 func TestRateLimitAndHeaders(t *testing.T) {
@@ -147,15 +148,10 @@ func TestServesTLS(t *testing.T) {
 	pool.AddCert(mustParse(t, der))
 	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 5 * time.Second}
 	var resp *http.Response
-	for i := 0; i < 50; i++ {
-		if resp, err = c.Get("https://" + ln.Addr().String() + "/healthz"); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("https: %v", err)
-	}
+	waitfor.OK(t, "the hub to answer over HTTPS", func() (err error) {
+		resp, err = c.Get("https://" + ln.Addr().String() + "/healthz")
+		return err
+	})
 	resp.Body.Close()
 	if resp.StatusCode != 200 || resp.Header.Get("Strict-Transport-Security") == "" {
 		t.Fatalf("https answer %d, HSTS %q", resp.StatusCode, resp.Header.Get("Strict-Transport-Security"))
@@ -175,7 +171,7 @@ func TestServesTLS(t *testing.T) {
 		if r.StatusCode != 200 || r.ProtoMajor != 2 {
 			t.Fatalf("POST over HTTP/2: %d %s", r.StatusCode, r.Proto)
 		}
-		time.Sleep(3 * bodyTimeout)
+		time.Sleep(3 * bodyTimeout) // the scenario: the connection idles past the deadline
 	}
 	// A body trickled over HTTP/2 is cut off at the deadline as well.
 	pr, pw := io.Pipe()

@@ -24,6 +24,7 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
 	"github.com/switchboard-hub/switchboard/internal/metrics"
 	"github.com/switchboard-hub/switchboard/internal/ssrf"
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
 func do(t *testing.T, method, url, token string, body any) (int, []byte) {
@@ -157,22 +158,19 @@ func TestMetricsAfterTraffic(t *testing.T) {
 	// Events reach the collector asynchronously: scrape until it caught
 	// up (or fail with what the last scrape showed).
 	var fams map[string]*dto.MetricFamily
-	var missing []string
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	waitfor.OK(t, "the metrics to show the events", func() error {
 		fams = scrape(t, base, tok)
-		missing = missing[:0]
+		var missing []string
 		for _, w := range want {
 			if got, ok := value(fams, w.name, w.labels); !ok || got != w.value {
 				missing = append(missing, fmt.Sprintf("%s%v = %v (present %v), want %v", w.name, w.labels, got, ok, w.value))
 			}
 		}
-		if len(missing) == 0 || time.Now().After(deadline) {
-			break
+		if len(missing) > 0 {
+			return fmt.Errorf("not as expected:\n%s", strings.Join(missing, "\n"))
 		}
-	}
-	if len(missing) > 0 {
-		t.Fatalf("metrics not as expected:\n%s", strings.Join(missing, "\n"))
-	}
+		return nil
+	})
 	if _, ok := value(fams, "switchboard_receiver_queued_messages", map[string]string{"receiver": "ok-worker"}); ok {
 		t.Error("an empty queue has a queue_depth series; only non-empty queues are listed")
 	}

@@ -1,11 +1,33 @@
-// Package proctest builds the switchboard binary once per test process and
-// runs it (and other programs) as real child processes for integration
-// tests, ending exactly the processes it started.
+// Package proctest runs real child processes for integration tests — the
+// switchboard binary (built once per test binary) and other programs —
+// and makes sure they end with the test:
+//
+//   - a process started with Start (or StartHub) is killed, with its
+//     process group, when the test ends;
+//   - every child is started so that it also dies when the test binary
+//     dies, whatever the cause (Ctrl-C, go test's -timeout, kill -9): on
+//     Linux with Pdeathsig, and in its own process group so Kill ends its
+//     children too;
+//   - Command is exec.CommandContext with the same guarantees, for
+//     programs a test runs to completion.
+//
+// Servers listen on a port they choose: StartHub passes --addr
+// 127.0.0.1:0 and reads the bound address from the hub's log, so no two
+// tests (or two runs of the suite) can collide on a port.
+//
+// Wait for a process with the waitfor package's helpers or Proc.WaitOutput,
+// never with time.Sleep.
+//
+// Tests that run the switchboard binary are full-lane: Binary skips them
+// under go test -short.
 package proctest
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -13,27 +35,52 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
+
+// BinaryEnv names an already built switchboard binary for Binary to use
+// instead of building one (a test re-executing itself passes its binary
+// on this way).
+const BinaryEnv = "SWITCHBOARD_TEST_BINARY"
 
 var (
 	buildOnce sync.Once
+	binDir    string
 	binPath   string
 	buildErr  error
 )
 
-// Binary builds ./cmd/switchboard (once per test binary) and returns its path.
+// Binary builds ./cmd/switchboard (once per test binary) and returns its
+// path. The build lives in a temporary directory that Main removes when
+// the tests end; one left behind by a test binary that was killed is
+// removed by the next Binary call on the machine.
+//
+// Tests of the real binary belong to the full lane: under go test -short,
+// Binary (and so StartHub) skips the test.
 func Binary(t testing.TB) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs the switchboard binary: full lane, not with -short")
+	}
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "switchboard-bin-")
+		if p := os.Getenv(BinaryEnv); p != "" {
+			binPath = p
+			return
+		}
+		sweepStaleBinaries()
+		dir, err := os.MkdirTemp("", fmt.Sprintf("switchboard-bin-%d-", os.Getpid()))
 		if err != nil {
 			buildErr = err
 			return
 		}
+		binDir = dir
 		binPath = filepath.Join(dir, "switchboard")
 		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/switchboard")
 		cmd.Dir = RepoRoot()
@@ -47,6 +94,37 @@ func Binary(t testing.TB) string {
 	return binPath
 }
 
+// Main runs the tests and then removes what Binary built. Use it as the
+// package's TestMain:
+//
+//	func TestMain(m *testing.M) { proctest.Main(m) }
+func Main(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// sweepStaleBinaries removes build directories of test binaries that are
+// no longer running.
+func sweepStaleBinaries() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "switchboard-bin-*"))
+	for _, d := range dirs {
+		f := strings.SplitN(filepath.Base(d), "-", 4) // switchboard, bin, pid, random
+		if len(f) < 4 {
+			continue
+		}
+		pid, err := strconv.Atoi(f[2])
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			_ = os.RemoveAll(d)
+		}
+	}
+}
+
 // RepoRoot is the module's root directory.
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
@@ -55,10 +133,12 @@ func RepoRoot() string {
 
 // Proc is a started child process.
 type Proc struct {
-	Cmd  *exec.Cmd
-	Out  *SafeBuffer
-	t    testing.TB
-	done chan struct{} // closed once the process has been waited for
+	Cmd *exec.Cmd
+	Out *SafeBuffer // its stdout and stderr
+	// Addr and URL are where a hub started by StartHub listens
+	// ("127.0.0.1:PORT", "http://127.0.0.1:PORT").
+	Addr, URL string
+	done      chan struct{} // closed once the process has been waited for
 }
 
 // SafeBuffer is a bytes.Buffer safe for concurrent writes and reads.
@@ -81,8 +161,9 @@ func (s *SafeBuffer) String() string {
 	return s.b.String()
 }
 
-// Start runs name with args in dir; the process is killed when the test ends
-// if still running.
+// Start runs name with args in dir, with env added to the test's
+// environment. The process is killed (with its process group) when the
+// test ends if it is still running, and dies with the test binary.
 func Start(t testing.TB, dir string, env []string, name string, args ...string) *Proc {
 	t.Helper()
 	cmd := exec.Command(name, args...)
@@ -90,14 +171,30 @@ func Start(t testing.TB, dir string, env []string, name string, args ...string) 
 	cmd.Env = append(os.Environ(), env...)
 	out := &SafeBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
-	p := &Proc{Cmd: cmd, Out: out, t: t, done: make(chan struct{})}
+	p := &Proc{Cmd: cmd, Out: out, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() { p.Kill() })
+	t.Cleanup(p.Kill)
 	return p
+}
+
+// Command is exec.CommandContext for a program a test runs to completion:
+// the program dies with the test binary, and when ctx ends its whole
+// process group is killed (and Wait gives up on its output 5 s later).
+func Command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.SysProcAttr = sysProcAttr()
+	cmd.Cancel = func() error {
+		if cmd.Process == nil {
+			return nil
+		}
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	cmd.WaitDelay = 5 * time.Second
+	return cmd
 }
 
 // Exited reports whether the process has ended.
@@ -110,7 +207,11 @@ func (p *Proc) Exited() bool {
 	}
 }
 
-// Kill sends SIGKILL to the process (and its process group) and waits.
+// Done is closed when the process has ended.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
+// Kill sends SIGKILL to the process and its process group, and waits for
+// it to end.
 func (p *Proc) Kill() {
 	select {
 	case <-p.done:
@@ -134,7 +235,25 @@ func (p *Proc) Stop() {
 	}
 }
 
-// FreeAddr returns a free loopback address.
+// WaitOutput waits until the process has written s, and fails the test
+// (with the output so far) when it ends or the wait times out first.
+func (p *Proc) WaitOutput(t testing.TB, s string) {
+	t.Helper()
+	waitfor.OK(t, fmt.Sprintf("%s to print %q", filepath.Base(p.Cmd.Path), s), func() error {
+		if strings.Contains(p.Out.String(), s) {
+			return nil
+		}
+		if p.Exited() {
+			t.Fatalf("%s ended before printing %q:\n%s", filepath.Base(p.Cmd.Path), s, p.Out.String())
+		}
+		return fmt.Errorf("output so far:\n%s", p.Out.String())
+	})
+}
+
+// FreeAddr returns a loopback address that was free a moment ago. Another
+// process may take it before the caller listens on it: use it only for a
+// program that cannot listen on port 0 and tell its port (and prefer
+// StartHub's own choice for hubs).
 func FreeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -145,51 +264,93 @@ func FreeAddr(t testing.TB) string {
 	return ln.Addr().String()
 }
 
-// WaitHTTP polls url until it answers 200 or the timeout passes.
+// WaitHTTP waits until url answers 200, for at most timeout.
 func WaitHTTP(t testing.TB, url string, timeout time.Duration) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s did not answer within %v", url, timeout)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	waitfor.OKWithin(t, timeout, url+" to answer 200", func() error { return get200(url) })
 }
 
-// StartHub runs `switchboard serve` with args on addr and waits for /readyz.
+func get200(url string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// StartHub runs `switchboard serve --addr addr args...` and waits for its
+// /readyz. With addr "127.0.0.1:0" (or "") the hub chooses a free port and
+// the address comes from its "switchboard listening" log line; either way
+// the returned Proc's Addr and URL say where it listens. A hub that exits
+// before it is ready fails the test with its output, which says why (a
+// port already in use, say).
 func StartHub(t testing.TB, addr string, args ...string) *Proc {
 	t.Helper()
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
 	all := append([]string{"serve", "--addr", addr}, args...)
 	p := Start(t, t.TempDir(), nil, Binary(t), all...)
-	url := "http://" + addr + "/readyz"
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p
-			}
-		}
-		select {
-		case <-p.done:
-			// It will never answer: say why.
+	waitfor.OKWithin(t, 60*time.Second, fmt.Sprintf("switchboard %v to be ready", all), func() error {
+		if p.Exited() {
 			t.Fatalf("switchboard %v exited before it was ready:\n%s", all, p.Out.String())
-		case <-time.After(50 * time.Millisecond):
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not answer within 20s; output so far:\n%s", url, p.Out.String())
+		if p.Addr == "" {
+			a, ok := listeningAddr(p.Out.String())
+			if !ok {
+				return errors.New(`no "switchboard listening" line yet`)
+			}
+			p.Addr, p.URL = a, "http://"+a
+		}
+		if err := get200(p.URL + "/readyz"); err != nil {
+			return fmt.Errorf("%s/readyz: %v; output so far:\n%s", p.URL, err, p.Out.String())
+		}
+		return nil
+	})
+	return p
+}
+
+// listeningAddr finds the address in the hub's JSON log line
+// {"msg":"switchboard listening","addr":"127.0.0.1:PORT",…}.
+func listeningAddr(out string) (string, bool) {
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var line struct {
+			Msg  string `json:"msg"`
+			Addr string `json:"addr"`
+		}
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "switchboard listening" && line.Addr != "" {
+			return line.Addr, true
 		}
 	}
+	return "", false
+}
+
+// RefusedAddr returns a loopback address that refuses connections for as
+// long as the test runs: a socket bound to a free port but not listening,
+// held until the test ends, so no other process can take the port and
+// answer (as one could on an address FreeAddr returned).
+func RefusedAddr(t testing.TB) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("socket: %v", err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatalf("bind: %v", err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatalf("getsockname: %v", err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
 }

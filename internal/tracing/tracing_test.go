@@ -24,6 +24,7 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
 	"github.com/switchboard-hub/switchboard/internal/ssrf"
 	"github.com/switchboard-hub/switchboard/internal/tracing"
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
 // validTP is the W3C version-00 traceparent format.
@@ -35,11 +36,10 @@ type recorder struct {
 	*httptest.Server
 	mu  sync.Mutex
 	got map[string]string
-	ch  chan string
 }
 
 func newRecorder(t *testing.T) *recorder {
-	r := &recorder{got: map[string]string{}, ch: make(chan string, 100)}
+	r := &recorder{got: map[string]string{}}
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		var env struct {
 			ID  string `json:"message_id"`
@@ -53,7 +53,6 @@ func newRecorder(t *testing.T) *recorder {
 		r.mu.Lock()
 		r.got[id] = req.Header.Get("traceparent")
 		r.mu.Unlock()
-		r.ch <- id
 		fmt.Fprint(w, `{"status":"accepted"}`)
 	}))
 	t.Cleanup(r.Close)
@@ -62,20 +61,15 @@ func newRecorder(t *testing.T) *recorder {
 
 func (r *recorder) wait(t *testing.T, id string) string {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
-	for {
+	var tp string
+	waitfor.True(t, "message "+id+" to reach the worker", func() bool {
 		r.mu.Lock()
-		tp, ok := r.got[id]
-		r.mu.Unlock()
-		if ok {
-			return tp
-		}
-		select {
-		case <-r.ch:
-		case <-timeout:
-			t.Fatalf("message %s never reached the worker", id)
-		}
-	}
+		defer r.mu.Unlock()
+		var ok bool
+		tp, ok = r.got[id]
+		return ok
+	})
+	return tp
 }
 
 func post(t *testing.T, url, token, traceparent string, body any) {

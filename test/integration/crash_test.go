@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchboard-hub/switchboard/client"
 	"github.com/switchboard-hub/switchboard/internal/proctest"
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
 // TestKill9UnderLoad kills the hub with SIGKILL while 16 senders push
@@ -20,10 +21,9 @@ import (
 // lost, and none is routed twice (re-sending an acknowledged id is answered
 // as a duplicate; the worker handles each id once).
 func TestKill9UnderLoad(t *testing.T) {
-	addr := proctest.FreeAddr(t)
+	fullLane(t)
 	data := t.TempDir()
-	base := "http://" + addr
-	hub := proctest.StartHub(t, addr, "--dev", "--data", data)
+	hub := proctest.StartHub(t, "", "--dev", "--data", data)
 
 	var deliveries, handled atomic.Int64
 	var mu sync.Mutex
@@ -39,19 +39,19 @@ func TestKill9UnderLoad(t *testing.T) {
 	defer worker.Close()
 
 	ctx := context.Background()
-	c := client.New(base)
+	c := client.New(hub.URL)
 	if _, err := c.Register(ctx, client.Registration{AgentID: "worker", CallbackURL: worker.URL, LeaseSeconds: 600}); err != nil {
 		t.Fatal(err)
 	}
 
 	var accepted sync.Map // id → true once the hub acknowledged it
 	var attempted sync.Map
+	var nAccepted, failedAfterKill atomic.Int64
+	var killed atomic.Bool
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for s := 0; s < 16; s++ {
-		wg.Add(1)
-		go func(s int) {
-			defer wg.Done()
+	for s := range 16 {
+		wg.Go(func() {
 			for i := 0; ; i++ {
 				select {
 				case <-stop:
@@ -65,15 +65,17 @@ func TestKill9UnderLoad(t *testing.T) {
 				cancel()
 				if err == nil {
 					accepted.Store(id, true)
-				} else {
-					time.Sleep(20 * time.Millisecond)
+					nAccepted.Add(1)
+				} else if killed.Load() {
+					failedAfterKill.Add(1)
 				}
 			}
-		}(s)
+		})
 	}
-	time.Sleep(1500 * time.Millisecond)
+	waitfor.True(t, "300 messages accepted under load", func() bool { return nAccepted.Load() >= 300 })
+	killed.Store(true)
 	hub.Kill() // SIGKILL mid-load
-	time.Sleep(300 * time.Millisecond)
+	waitfor.True(t, "16 sends to fail after the kill", func() bool { return failedAfterKill.Load() >= 16 })
 	close(stop)
 	wg.Wait()
 
@@ -85,7 +87,8 @@ func TestKill9UnderLoad(t *testing.T) {
 	if acceptedBefore < 100 {
 		t.Fatalf("only %d messages accepted before the kill; the load did not run", acceptedBefore)
 	}
-	proctest.StartHub(t, addr, "--dev", "--data", data)
+	hub = proctest.StartHub(t, "", "--dev", "--data", data) // on a port of its own choosing
+	c = client.New(hub.URL)
 
 	// Every acknowledged message exists after the restart (none lost).
 	lost := 0
@@ -120,9 +123,8 @@ func TestKill9UnderLoad(t *testing.T) {
 		return true
 	})
 	total := count(&attempted)
-	deadline := time.Now().Add(60 * time.Second)
 	var statuses map[string]int
-	for {
+	waitfor.OKWithin(t, 90*time.Second, "every message to be delivered", func() error {
 		statuses = map[string]int{}
 		attempted.Range(func(k, _ any) bool {
 			rc, err := c.Receipt(ctx, k.(string))
@@ -133,14 +135,11 @@ func TestKill9UnderLoad(t *testing.T) {
 			}
 			return true
 		})
-		if statuses["delivered"] == total || time.Now().After(deadline) {
-			break
+		if statuses["delivered"] != total {
+			return fmt.Errorf("%v of %d", statuses, total)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if statuses["delivered"] != total {
-		t.Fatalf("not every message delivered: %v of %d", statuses, total)
-	}
+		return nil
+	})
 	mu.Lock()
 	twice := 0
 	for id, n := range handledIDs {

@@ -1,7 +1,7 @@
 package integration
 
 import (
-	"os/exec"
+	"context"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,32 +13,27 @@ import (
 // TestExamples runs the Go planner and worker through the tutorial's happy
 // path, the offline → timeout path, and the recovery.
 func TestExamples(t *testing.T) {
+	fullLane(t)
 	root := proctest.RepoRoot()
 	bin := t.TempDir()
 	for _, name := range []string{"planner", "worker"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(bin, name), "./examples/"+name)
+		cmd := proctest.Command(context.Background(), "go", "build", "-o", filepath.Join(bin, name), "./examples/"+name)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("build %s: %v\n%s", name, err, out)
 		}
 	}
-	addr := proctest.FreeAddr(t)
-	hub := "http://" + addr
-	proctest.StartHub(t, addr, "--dev", "--data", t.TempDir())
-	wAddr := proctest.FreeAddr(t)
+	hub := proctest.StartHub(t, "", "--dev", "--data", t.TempDir()).URL
 	startWorker := func() *proctest.Proc {
-		w := proctest.Start(t, bin, nil, filepath.Join(bin, "worker"), "-hub", hub, "-listen", wAddr)
-		deadline := time.Now().Add(10 * time.Second)
-		for !strings.Contains(w.Out.String(), "registered") {
-			if time.Now().After(deadline) {
-				t.Fatalf("worker did not register: %s", w.Out.String())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		// A restarted worker listens on a new port and registers it.
+		w := proctest.Start(t, bin, nil, filepath.Join(bin, "worker"), "-hub", hub, "-listen", "127.0.0.1:0")
+		w.WaitOutput(t, "registered")
 		return w
 	}
 	planner := func() (string, error) {
-		out, err := exec.Command(filepath.Join(bin, "planner"), "-hub", hub, "-ttl", "2s").CombinedOutput()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		out, err := proctest.Command(ctx, filepath.Join(bin, "planner"), "-hub", hub, "-ttl", "2s").CombinedOutput()
 		return string(out), err
 	}
 	w := startWorker()

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/switchboard-hub/switchboard/client"
 	"github.com/switchboard-hub/switchboard/internal/proctest"
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
 // The fault tests run the real binary with a short per-attempt delivery
@@ -29,10 +29,12 @@ import (
 const attemptTimeout = 500 * time.Millisecond
 
 // fault is what a receiver does with one delivery attempt instead of
-// answering at once: sleep first (past the hub's attempt timeout), and/or
-// answer an HTTP status without handling the message.
+// answering at once: answer late (only after the hub gave up on the
+// attempt at its timeout and hung up: the message is handled, but the hub
+// never hears so), and/or answer an HTTP status without handling the
+// message.
 type fault struct {
-	sleep  time.Duration
+	late   bool
 	status int
 }
 
@@ -46,7 +48,11 @@ type receiver struct {
 	attempts map[string]int // delivery attempts per message, before dedup
 	handled  map[string]int // messages the agent's handler ran for
 	dups     atomic.Int64   // redeliveries the client's dedup absorbed
-	cb       http.Handler
+	// down makes the receiver hang up on every request, unanswered (an
+	// agent that is offline); hungUp counts those requests.
+	down   atomic.Bool
+	hungUp atomic.Int64
+	cb     http.Handler
 }
 
 func newReceiver(f func(id string, attempt int) fault) *receiver {
@@ -61,6 +67,11 @@ func newReceiver(f func(id string, attempt int) fault) *receiver {
 }
 
 func (rv *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if rv.down.Load() {
+		rv.hungUp.Add(1)
+		hangUp(w)
+		return
+	}
 	body, _ := io.ReadAll(r.Body)
 	var env struct {
 		MessageID string `json:"message_id"`
@@ -72,7 +83,9 @@ func (rv *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rv.mu.Unlock()
 	if rv.fault != nil {
 		f := rv.fault(env.MessageID, n)
-		time.Sleep(f.sleep)
+		if f.late {
+			<-r.Context().Done() // the hub's attempt timed out (or the server closed)
+		}
 		if f.status != 0 {
 			w.WriteHeader(f.status)
 			return
@@ -178,8 +191,7 @@ func settle(t *testing.T, c *client.Client, l *ledger, rvs []*receiver, within t
 	ids := append([]string(nil), l.accepted...)
 	l.mu.Unlock()
 	status := map[string]string{}
-	deadline := time.Now().Add(within)
-	for {
+	waitfor.OKWithin(t, within, fmt.Sprintf("%d accepted messages to end", len(ids)), func() error {
 		pending := 0
 		for _, id := range ids {
 			if s := status[id]; s == "delivered" || s == "timeout" || s == "rejected" || s == "expired" {
@@ -196,11 +208,11 @@ func settle(t *testing.T, c *client.Client, l *ledger, rvs []*receiver, within t
 				pending++
 			}
 		}
-		if pending == 0 || time.Now().After(deadline) {
-			break
+		if pending > 0 {
+			return fmt.Errorf("%d still queued or missing", pending)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	handled := map[string]int{}
 	tl := tally{accepted: len(ids)}
 	for _, rv := range rvs {
@@ -238,9 +250,8 @@ func settle(t *testing.T, c *client.Client, l *ledger, rvs []*receiver, within t
 // allowed) on a data directory with the short attempt timeout.
 func startFaultHub(t *testing.T, data string) (*proctest.Proc, *client.Client) {
 	t.Helper()
-	addr := proctest.FreeAddr(t)
-	p := proctest.StartHub(t, addr, "--dev", "--data", data, "--deliver-timeout", attemptTimeout.String())
-	return p, client.New("http://" + addr)
+	p := proctest.StartHub(t, "", "--dev", "--data", data, "--deliver-timeout", attemptTimeout.String())
+	return p, client.New(p.URL)
 }
 
 func registerAgent(t *testing.T, c *client.Client, id, url string, lease int) {
@@ -255,14 +266,15 @@ func registerAgent(t *testing.T, c *client.Client, id, url string, lease int) {
 // it once; one that never answers in time has its messages dead-lettered
 // (timeout) when their TTL passes.
 func TestFaultReceiverTimesOut(t *testing.T) {
+	fullLane(t)
 	_, c := startFaultHub(t, t.TempDir())
 	slow := newReceiver(func(_ string, attempt int) fault {
 		if attempt == 1 {
-			return fault{sleep: 3 * attemptTimeout}
+			return fault{late: true}
 		}
 		return fault{}
 	})
-	stuck := newReceiver(func(string, int) fault { return fault{sleep: 3 * attemptTimeout} })
+	stuck := newReceiver(func(string, int) fault { return fault{late: true} })
 	slowAddr, _ := serveOn(t, "127.0.0.1:0", slow)
 	stuckAddr, _ := serveOn(t, "127.0.0.1:0", stuck)
 	registerAgent(t, c, "slow", "http://"+slowAddr, 600)
@@ -286,6 +298,7 @@ func TestFaultReceiverTimesOut(t *testing.T) {
 // TestFaultReceiver500ThenOK: a receiver that answers 500 for a while is
 // retried with backoff until it recovers; every message is delivered once.
 func TestFaultReceiver500ThenOK(t *testing.T) {
+	fullLane(t)
 	_, c := startFaultHub(t, t.TempDir())
 	var healthy atomic.Bool
 	flaky := newReceiver(func(string, int) fault {
@@ -298,9 +311,10 @@ func TestFaultReceiver500ThenOK(t *testing.T) {
 	registerAgent(t, c, "flaky", "http://"+addr, 600)
 	l := newLedger()
 	l.sendMany(t, c, "e500", "flaky", 4, 10, 2*time.Minute)
-	time.Sleep(2 * time.Second) // several failed attempts per lane
-	if a, h := flaky.counts(); a < 4 || len(h) != 0 {
-		t.Fatalf("while failing: %d attempts, %d handled", a, len(h))
+	// Two failed attempts per lane (one per sender) at least.
+	waitfor.True(t, "8 failed delivery attempts", func() bool { a, _ := flaky.counts(); return a >= 8 })
+	if _, h := flaky.counts(); len(h) != 0 {
+		t.Fatalf("while failing: %d handled", len(h))
 	}
 	healthy.Store(true)
 	tl := settle(t, c, l, []*receiver{flaky}, 60*time.Second)
@@ -310,46 +324,52 @@ func TestFaultReceiver500ThenOK(t *testing.T) {
 }
 
 // TestFaultReceiverFlaps: the receiver goes offline and comes back, first
-// by closing and reopening its listener (connection refused meanwhile),
-// then by letting its lease expire and renewing it (the hub holds its
-// messages while the lease is lapsed).
+// by hanging up on every delivery for a while (its lease still current,
+// so the hub retries with backoff), then by letting its lease expire and
+// renewing it (the hub holds its messages while the lease is lapsed).
 func TestFaultReceiverFlaps(t *testing.T) {
+	fullLane(t)
 	_, c := startFaultHub(t, t.TempDir())
 	ctx := context.Background()
 
 	t.Run("listener", func(t *testing.T) {
 		rv := newReceiver(nil)
-		addr, stop := serveOn(t, "127.0.0.1:0", rv)
+		addr, _ := serveOn(t, "127.0.0.1:0", rv)
 		registerAgent(t, c, "flapper", "http://"+addr, 600)
 		l := newLedger()
+		// Four senders send (one message each per 10 ms) until the
+		// flapping ends, so messages arrive while the receiver is up, down
+		// and coming back.
 		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			for round := 0; round < 3; round++ {
-				time.Sleep(300 * time.Millisecond)
-				stop() // offline
-				time.Sleep(700 * time.Millisecond)
-				_, stop = serveOn(t, addr, rv) // back on the same address
-			}
-		}()
-		// Four senders send until the flapping ends, so messages arrive
-		// while the receiver is up, down and coming back.
 		var wg sync.WaitGroup
-		for s := 0; s < 4; s++ {
-			wg.Add(1)
-			go func(s int) {
-				defer wg.Done()
+		for s := range 4 {
+			wg.Go(func() {
+				tick := time.NewTicker(10 * time.Millisecond)
+				defer tick.Stop()
 				for i := 0; ; i++ {
 					select {
 					case <-done:
 						return
-					default:
+					case <-tick.C:
 					}
 					_ = l.send(c, fmt.Sprintf("flap-s%d-%04d", s, i), fmt.Sprintf("flap-sender%d", s), "flapper", 2*time.Minute)
-					time.Sleep(10 * time.Millisecond)
 				}
-			}(s)
+			})
 		}
+		for round := range 3 {
+			a0, _ := rv.counts()
+			waitfor.True(t, fmt.Sprintf("round %d: five deliveries while the receiver is up", round), func() bool {
+				a, _ := rv.counts()
+				return a >= a0+5
+			})
+			h0 := rv.hungUp.Load()
+			rv.down.Store(true) // offline
+			waitfor.True(t, fmt.Sprintf("round %d: a delivery attempt to fail while the receiver is down", round), func() bool {
+				return rv.hungUp.Load() > h0
+			})
+			rv.down.Store(false) // back
+		}
+		close(done)
 		wg.Wait()
 		if len(l.refused) != 0 {
 			t.Fatalf("sends refused: %v", l.answers)
@@ -372,21 +392,31 @@ func TestFaultReceiverFlaps(t *testing.T) {
 	})
 
 	t.Run("lease", func(t *testing.T) {
-		rv := newReceiver(nil)
+		// Deliveries of the messages sent while the lease was lapsed that
+		// reached the receiver before it renewed: there must be none.
+		var renewed atomic.Bool
+		var early atomic.Int32
+		rv := newReceiver(func(id string, _ int) fault {
+			if strings.HasPrefix(id, "lapsed") && !renewed.Load() {
+				early.Add(1)
+			}
+			return fault{}
+		})
 		addr, _ := serveOn(t, "127.0.0.1:0", rv)
 		registerAgent(t, c, "leased", "http://"+addr, 1)
 		l := newLedger()
 		l.sendMany(t, c, "alive", "leased", 1, 3, 2*time.Minute)
-		time.Sleep(2500 * time.Millisecond) // the 1s lease lapses
-		agents, err := c.Agents(ctx, "", true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, alive := agents["leased"]; alive {
-			t.Fatalf("lease did not lapse: %+v", agents["leased"])
-		}
+		waitfor.OK(t, "the agent's 1 s lease to lapse", func() error {
+			agents, err := c.Agents(ctx, "", true)
+			if err != nil {
+				return err
+			}
+			if a, alive := agents["leased"]; alive {
+				return fmt.Errorf("still alive: %+v", a)
+			}
+			return nil
+		})
 		l.sendMany(t, c, "lapsed", "leased", 2, 5, 2*time.Minute)
-		time.Sleep(time.Second)
 		for _, id := range l.accepted {
 			if !strings.HasPrefix(id, "lapsed") {
 				continue
@@ -395,11 +425,15 @@ func TestFaultReceiverFlaps(t *testing.T) {
 				t.Fatalf("message %s to a lapsed agent: %+v %v, want queued", id, rc, err)
 			}
 		}
+		renewed.Store(true)
 		if err := c.Heartbeat(ctx, "leased", 600); err != nil {
 			t.Fatal(err)
 		}
 		if tl := settle(t, c, l, []*receiver{rv}, 30*time.Second); tl.delivered != 13 {
 			t.Fatalf("want 13 delivered, got %+v", tl)
+		}
+		if n := early.Load(); n != 0 {
+			t.Fatalf("%d deliveries to the agent while its lease was lapsed", n)
 		}
 	})
 }
@@ -409,17 +443,18 @@ func TestFaultReceiverFlaps(t *testing.T) {
 // and once space is freed sends work again and every acknowledged message
 // is delivered. It needs root (mount); it fails rather than skips without.
 func TestFaultDiskFull(t *testing.T) {
+	fullLane(t)
 	data := filepath.Join(t.TempDir(), "data")
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", data).CombinedOutput(); err != nil {
+	if out, err := proctest.Command(context.Background(), "mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", data).CombinedOutput(); err != nil {
 		t.Fatalf("mount a tmpfs on %s (the disk-full test needs root or CAP_SYS_ADMIN): %v %s", data, err, out)
 	}
 	t.Cleanup(func() { // after the hub is killed (cleanups run last-in first-out)
-		if out, err := exec.Command("umount", data).CombinedOutput(); err != nil {
+		if out, err := proctest.Command(context.Background(), "umount", data).CombinedOutput(); err != nil {
 			t.Errorf("umount %s: %v %s", data, err, out)
-			_ = exec.Command("umount", "-l", data).Run()
+			_ = proctest.Command(context.Background(), "umount", "-l", data).Run()
 		}
 	})
 	hub, c := startFaultHub(t, data)
@@ -474,14 +509,11 @@ func TestFaultDiskFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := newLedger()
+	// The hub may refuse a send or two while it recovers the space.
 	retry := func(id string) {
-		for i := 0; i < 20; i++ {
-			if after.send(c, id, "writer", "keeper", 10*time.Minute) == nil {
-				return
-			}
-			time.Sleep(250 * time.Millisecond)
-		}
-		t.Errorf("send %s still refused after space was freed: %d %s", id, after.refused[id], after.answers[id])
+		waitfor.OK(t, "send "+id+" to be accepted once space was freed", func() error {
+			return after.send(c, id, "writer", "keeper", 10*time.Minute)
+		})
 	}
 	for id := range full.refused {
 		retry(id)
@@ -494,5 +526,12 @@ func TestFaultDiskFull(t *testing.T) {
 	tl := settle(t, c, all, []*receiver{rv}, 60*time.Second)
 	if want := 20 + 40 + 20; tl.delivered != want {
 		t.Fatalf("want %d delivered, got %+v", want, tl)
+	}
+}
+
+// hangUp closes the request's connection without an answer.
+func hangUp(w http.ResponseWriter) {
+	if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+		conn.Close()
 	}
 }

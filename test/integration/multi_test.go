@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"sync"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/switchboard-hub/switchboard/client"
 	"github.com/switchboard-hub/switchboard/internal/proctest"
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
 // postgresDB creates a fresh database on the PostgreSQL test server named by
@@ -71,7 +71,7 @@ func postgresDB(t *testing.T) string {
 	}
 	u.Path = "/" + name
 	db := u.String()
-	out, err := exec.Command(proctest.Binary(t), "migrate", "--store", db).CombinedOutput()
+	out, err := proctest.Command(ctx, proctest.Binary(t), "migrate", "--store", db).CombinedOutput()
 	if err != nil {
 		t.Fatalf("switchboard migrate: %v\n%s", err, out)
 	}
@@ -85,9 +85,8 @@ func startHubs(t *testing.T, n int, db string, args ...string) ([]*proctest.Proc
 	procs := make([]*proctest.Proc, n)
 	bases := make([]string, n)
 	for i := range n {
-		addr := proctest.FreeAddr(t)
-		procs[i] = proctest.StartHub(t, addr, append([]string{"--dev", "--store", db}, args...)...)
-		bases[i] = "http://" + addr
+		procs[i] = proctest.StartHub(t, "", append([]string{"--dev", "--store", db}, args...)...)
+		bases[i] = procs[i].URL
 	}
 	return procs, bases
 }
@@ -122,6 +121,7 @@ func (s *seen) snapshot() map[string]int {
 // lease. It logs the counts, including duplicate deliveries that reached
 // the receivers before their deduplication.
 func TestThreeHubsOnPostgres(t *testing.T) {
+	fullLane(t)
 	db := postgresDB(t)
 	procs, bases := startHubs(t, 3, db, "--claim-lease", "2s", "--deliver-timeout", "1s")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -207,8 +207,7 @@ func TestThreeHubsOnPostgres(t *testing.T) {
 						TTL: 10 * time.Minute, Payload: map[string]any{"n": i}})
 					scancel()
 					if err != nil {
-						time.Sleep(20 * time.Millisecond)
-						continue
+						continue // on the next hub at once
 					}
 					ok = true
 					perHubAccept[h].Add(1)
@@ -232,13 +231,17 @@ func TestThreeHubsOnPostgres(t *testing.T) {
 			}
 		}(s)
 	}
-	time.Sleep(2 * time.Second)
-	mu.Lock()
-	beforeKill := len(accepted)
-	mu.Unlock()
+	nAccepted := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(accepted)
+	}
+	waitfor.TrueWithin(t, time.Minute, "300 messages accepted under load", func() bool { return nAccepted() >= 300 })
+	beforeKill := nAccepted()
 	procs[killed].Kill() // SIGKILL mid-load
 	killedAt.Store(true)
-	time.Sleep(2 * time.Second) // keep sending through the survivors
+	// Keep sending through the survivors.
+	waitfor.TrueWithin(t, time.Minute, "300 messages accepted by the survivors after the kill", func() bool { return afterKill.Load() >= 300 })
 	close(stop)
 	wg.Wait()
 
@@ -284,9 +287,8 @@ func TestThreeHubsOnPostgres(t *testing.T) {
 	// Every message reaches "delivered"; the killed hub's claims lapse
 	// after the 2 s claim lease and the survivors take its lanes over.
 	total := len(attempted)
-	deadline := time.Now().Add(90 * time.Second)
 	var statuses map[string]int
-	for {
+	waitfor.OKWithin(t, 90*time.Second, "every message to be delivered", func() error {
 		statuses = map[string]int{}
 		for id := range attempted {
 			rc, err := survivors[len(id)%2].Receipt(ctx, id)
@@ -296,14 +298,11 @@ func TestThreeHubsOnPostgres(t *testing.T) {
 				statuses[rc.Status]++
 			}
 		}
-		if statuses["delivered"] == total || time.Now().After(deadline) {
-			break
+		if statuses["delivered"] != total {
+			return fmt.Errorf("%v of %d", statuses, total)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if statuses["delivered"] != total {
-		t.Fatalf("not every message delivered: %v of %d", statuses, total)
-	}
+		return nil
+	})
 
 	// Each receiver handled exactly the messages sent to it: the callback
 	// workers once each (their deduplication absorbs redeliveries), the
@@ -366,6 +365,7 @@ func TestThreeHubsOnPostgres(t *testing.T) {
 // receipt waiter is woken when B ends the message. Arrival is asserted
 // within a generous deadline; the latencies are logged.
 func TestCrossInstanceWakeup(t *testing.T) {
+	fullLane(t)
 	db := postgresDB(t)
 	_, bases := startHubs(t, 2, db)
 	a, b := client.New(bases[0]), client.New(bases[1])
@@ -384,16 +384,10 @@ func TestCrossInstanceWakeup(t *testing.T) {
 	}()
 	await := func(id string) time.Time {
 		t.Helper()
-		select {
-		case got := <-arrived:
-			if got != id {
-				t.Fatalf("stream delivered %s, want %s", got, id)
-			}
-			return time.Now()
-		case <-time.After(10 * time.Second):
-			t.Fatalf("message %s accepted on hub A did not reach the stream on hub B within 10s", id)
+		if got := waitfor.Recv(t, "message "+id+" accepted on hub A to reach the stream on hub B", arrived); got != id {
+			t.Fatalf("stream delivered %s, want %s", got, id)
 		}
-		return time.Time{}
+		return time.Now()
 	}
 	send := func(id string) time.Time {
 		t.Helper()
@@ -410,8 +404,10 @@ func TestCrossInstanceWakeup(t *testing.T) {
 	var lat []time.Duration
 	for i := range 10 {
 		// Let B's stream go idle (waiting on its wake-up channel or the
-		// 1 s poll) at a different phase each time.
-		time.Sleep(time.Duration(150+97*i) * time.Millisecond)
+		// 1 s poll) at a different phase each time: this pause is the
+		// scenario, not a wait for something.
+		idle := time.NewTimer(time.Duration(150+97*i) * time.Millisecond)
+		<-idle.C
 		id := fmt.Sprintf("m-%02d", i)
 		acceptedAt := send(id)
 		lat = append(lat, await(id).Sub(acceptedAt))

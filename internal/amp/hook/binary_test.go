@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -23,6 +24,12 @@ import (
 var binary, hookBinary string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// The binaries' tests are full-lane: building two binaries is
+		// most of this package's time.
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "switchboard-hook-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -43,6 +50,15 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// needBinaries skips t under go test -short, where TestMain builds no
+// binaries: their tests are full-lane.
+func needBinaries(t *testing.T) {
+	t.Helper()
+	if binary == "" {
+		t.Skip("runs the switchboard and switchboard-hook binaries: full lane, not with -short")
+	}
 }
 
 // session is one state directory and a fixed clock for a run of hooks.
@@ -113,6 +129,7 @@ func bashFailure(cmd string) string {
 const bashSuccess = `{"session_id":"sess-1","transcript_path":"/tmp/t.jsonl","cwd":"/repo","permission_mode":"default","hook_event_name":"PostToolUse","tool_name":"Bash","tool_input":{"command":"go test ./..."},"tool_response":{"stdout":"ok  \tgithub.com/x/y\t0.01s","stderr":"","interrupted":false,"isImage":false},"tool_use_id":"toolu_04"}`
 
 func TestHookThreeFailuresThenPass(t *testing.T) {
+	needBinaries(t)
 	s := newSession(t)
 	s.expect("post-tool-use-failure", bashFailure("go test ./..."),
 		`{"hookSpecificOutput":{"hookEventName":"PostToolUseFailure","additionalContext":"`+fmt.Sprintf(first, "1 consecutive tool failures (last: Bash)")+`"}}`)
@@ -136,6 +153,7 @@ func TestHookThreeFailuresThenPass(t *testing.T) {
 }
 
 func TestHookFailuresViaExitCodeAndEnvelope(t *testing.T) {
+	needBinaries(t)
 	s := newSession(t)
 	payload := `{"session_id":"sess-2","hook_event_name":"PostToolUse","tool_name":"Bash","tool_input":{"command":"make"},"tool_response":{"exit_code":2,"stdout":"","stderr":"make: *** [all] Error 2"}}`
 	s.expect("post-tool-use", payload,
@@ -155,6 +173,7 @@ func TestHookFailuresViaExitCodeAndEnvelope(t *testing.T) {
 }
 
 func TestHookSuccessfulBashIsNotAFailure(t *testing.T) {
+	needBinaries(t)
 	// The reference counts every Claude Bash call as a failure (no exit_code
 	// in the response); two successful calls must not reach L1.
 	s := newSession(t)
@@ -167,6 +186,7 @@ func TestHookSuccessfulBashIsNotAFailure(t *testing.T) {
 }
 
 func TestHookGivingUpPrompt(t *testing.T) {
+	needBinaries(t)
 	s := newSession(t)
 	s.expect("user-prompt", `{"session_id":"sess-4","transcript_path":"/tmp/t.jsonl","cwd":"/repo","permission_mode":"default","hook_event_name":"UserPromptSubmit","prompt":"算了，这个太难了，建议放弃吧"}`,
 		`{"hookSpecificOutput":{"hookEventName":"UserPromptSubmit","additionalContext":"`+fmt.Sprintf(l1, "giving-up language: “建议放弃”")+`"}}`)
@@ -180,6 +200,7 @@ func TestHookGivingUpPrompt(t *testing.T) {
 }
 
 func TestHookGuard(t *testing.T) {
+	needBinaries(t)
 	s := newSession(t)
 	deny := func(reason string) string {
 		return `{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"AMP guard: ` + reason +
@@ -211,6 +232,7 @@ func TestHookGuard(t *testing.T) {
 }
 
 func TestHookPreCompactAndRestore(t *testing.T) {
+	needBinaries(t)
 	s := newSession(t)
 	transcript := filepath.Join(t.TempDir(), "t.jsonl")
 	os.WriteFile(transcript, []byte(`{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"The race is in the cache refresh; next I add a mutex."}]}}`+"\n"), 0o600)
@@ -240,6 +262,7 @@ func TestHookPreCompactAndRestore(t *testing.T) {
 }
 
 func TestHookStop(t *testing.T) {
+	needBinaries(t)
 	s := newSession(t)
 	stop := func(msg string, active bool) string {
 		return fmt.Sprintf(`{"session_id":"sess-8","transcript_path":"/tmp/t.jsonl","cwd":"/repo","permission_mode":"default","hook_event_name":"Stop","stop_hook_active":%v,"last_assistant_message":%q}`, active, msg)
@@ -252,6 +275,7 @@ func TestHookStop(t *testing.T) {
 }
 
 func TestHookGracefulDegradation(t *testing.T) {
+	needBinaries(t)
 	s := newSession(t)
 	for _, ev := range []string{"session-start", "user-prompt", "post-tool-use", "post-tool-use-failure", "pre-compact", "stop"} {
 		for _, payload := range []string{"", "not json", `{"session_id":5}`, "[]"} {
@@ -286,6 +310,7 @@ func TestHookGracefulDegradation(t *testing.T) {
 }
 
 func TestHookHelpAndInstall(t *testing.T) {
+	needBinaries(t)
 	s := newSession(t)
 	out, _, code := s.run("", "--help")
 	if code != 0 || !strings.Contains(out, "switchboard hook install --host claude-code") {
@@ -319,6 +344,7 @@ func TestHookHelpAndInstall(t *testing.T) {
 // TestHookConcurrentProcesses runs many hook processes for one session at
 // once; the per-session lock must not lose a single failure.
 func TestHookConcurrentProcesses(t *testing.T) {
+	needBinaries(t)
 	s := newSession(t)
 	const n = 16
 	var wg sync.WaitGroup
@@ -394,6 +420,7 @@ func benchHook(b *testing.B, bin, name, event, payload, home string) {
 
 // TestHookBinaryAnswersAlike checks the small binary gives the same answers.
 func TestHookBinaryAnswersAlike(t *testing.T) {
+	needBinaries(t)
 	payload := `{"session_id":"alike","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"git reset --hard HEAD~1"}}`
 	home := t.TempDir()
 	var outs []string

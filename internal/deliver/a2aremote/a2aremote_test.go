@@ -54,7 +54,8 @@ func TestFetchCardErrors(t *testing.T) {
 	defer big.Close()
 	missing := httptest.NewServer(http.NotFoundHandler())
 	defer missing.Close()
-	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { time.Sleep(300 * time.Millisecond) }))
+	// Answers only once the client has given up on it.
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
 	defer slow.Close()
 	client := &http.Client{Timeout: 100 * time.Millisecond}
 	for name, tc := range map[string]struct {

@@ -258,11 +258,27 @@ func (f *followers) pass(ctx context.Context) {
 	seen := map[string]bool{} // tasks reconciled in this pass
 	var ended []string
 	for _, c := range todo {
+		if ctx.Err() != nil {
+			// The hub is stopping: a check that could not read the store
+			// now says nothing about the task. Its mark stays, and the
+			// next hub on the store follows it (adopt).
+			return
+		}
 		done := now.After(c.e.until)
 		if !seen[c.e.task] { // once more at the end, too: the hub may have been down
 			seen[c.e.task] = true
-			r := f.s.reconcile(ctx, c.e.agent, c.e.task)
-			done = done || r == nil || settled(r)
+			r, err := f.s.reconcileErr(ctx, c.e.agent, c.e.task)
+			switch {
+			case err == nil:
+				done = done || settled(r)
+			case errors.Is(err, ErrTaskNotFound):
+				done = true // nothing left to follow
+			case ctx.Err() != nil:
+				return // stopping, as above
+			default:
+				// The store failed this once: check again later.
+				f.s.log.Warn("a2a: check followed task", "task", c.e.task, "err", err)
+			}
 		}
 		var stop func()
 		f.mu.Lock()

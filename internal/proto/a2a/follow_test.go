@@ -11,10 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-hub/switchboard/internal/clocktest"
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
 	"github.com/switchboard-hub/switchboard/internal/proto/a2a"
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
 // TestTasksFollowedWithoutAGoroutineEach: tasks whose receiver has not
@@ -26,46 +28,43 @@ func TestTasksFollowedWithoutAGoroutineEach(t *testing.T) {
 	register(t, base, "sink", "", nil)                                   // pulls, answers later
 	register(t, base, "a2a-client", "", nil)                             // where the answers go
 	result(t, second(rpc(t, base+"/a2a/sink", "1.0", asyncSend("job")))) // the follower and connections start
-	time.Sleep(100 * time.Millisecond)
 	before := runtime.NumGoroutine()
-	// grown is how many goroutines more the hub holds: the least of a few
-	// counts over up to a second, since store reads start short-lived
-	// goroutines of the SQLite driver (one per read that may be canceled).
-	grown := func() int {
-		g := runtime.NumGoroutine() - before
-		for range 20 {
-			if g <= n/4 {
-				break
+	// settled waits until the hub holds at most n/4 goroutines more than
+	// before: store reads start short-lived goroutines of the SQLite
+	// driver (one per read that may be canceled), so a count may be
+	// high for a moment, but not for long.
+	settled := func(when string) {
+		t.Helper()
+		waitfor.OK(t, fmt.Sprintf("at most %d goroutines more %s", n/4, when), func() error {
+			if g := runtime.NumGoroutine() - before; g > n/4 {
+				return fmt.Errorf("%d more", g)
 			}
-			time.Sleep(50 * time.Millisecond)
-			g = min(g, runtime.NumGoroutine()-before)
-		}
-		return g
+			return nil
+		})
 	}
 	var tasks []string
 	for i := range n {
 		task := result(t, second(rpc(t, base+"/a2a/sink", "1.0", asyncSend(fmt.Sprint("job-", i)))))["task"].(map[string]any)
 		tasks = append(tasks, task["id"].(string))
 	}
-	if g := grown(); g > n/4 {
-		t.Fatalf("%d goroutines more after %d tasks were started", g, n)
-	}
+	settled(fmt.Sprintf("after %d tasks were started", n))
 
 	// The receiver takes every message and answers each.
 	ids := pullIDs(t, base, "sink")
 	if len(ids) != n+1 {
 		t.Fatalf("pulled %d messages, want %d", len(ids), n+1)
 	}
-	if g := grown(); g > n/4 {
-		t.Fatalf("%d goroutines more after %d tasks were delivered", g, n)
-	}
+	settled(fmt.Sprintf("after %d tasks were delivered", n))
 	for _, id := range ids {
 		answerATP(t, base, id)
 	}
 	// The tasks completed on their own.
-	within(t, 20*time.Second, func() string {
-		return fmt.Sprintf("%d of %d answered tasks completed", completed(t, h.Store, tasks), n)
-	}, func() bool { return completed(t, h.Store, tasks) == n })
+	waitfor.OK(t, fmt.Sprintf("the %d answered tasks to complete on their own", n), func() error {
+		if got := completed(t, h.Store, tasks); got < n {
+			return fmt.Errorf("%d of %d completed", got, n)
+		}
+		return nil
+	})
 }
 
 // TestStreamSeesChangesFromElsewhere: a change to a task that does not
@@ -81,13 +80,8 @@ func TestStreamSeesChangesFromElsewhere(t *testing.T) {
 			Task struct{ ID string } `json:"task"`
 		} `json:"result"`
 	}
-	select {
-	case e := <-events:
-		if err := json.Unmarshal([]byte(e), &first); err != nil || first.Result.Task.ID == "" {
-			t.Fatalf("first event %s: %v", e, err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no first event")
+	if e := waitfor.Recv(t, "the stream's first event", events); json.Unmarshal([]byte(e), &first) != nil || first.Result.Task.ID == "" {
+		t.Fatalf("first event %s", e)
 	}
 	ctx := context.Background()
 	rec, err := h.Store.GetRecord(ctx, a2a.KindTask, first.Result.Task.ID)
@@ -103,18 +97,9 @@ func TestStreamSeesChangesFromElsewhere(t *testing.T) {
 	if _, err := h.Store.PutRecord(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.After(10 * time.Second)
 	for {
-		select {
-		case e, ok := <-events:
-			if !ok {
-				t.Fatal("the stream ended without the change")
-			}
-			if strings.Contains(e, "TASK_STATE_CANCELED") {
-				return
-			}
-		case <-deadline:
-			t.Fatal("a change made outside this instance never reached the stream")
+		if e := waitfor.Recv(t, "a change made outside this instance to reach the stream", events); strings.Contains(e, "TASK_STATE_CANCELED") {
+			return
 		}
 	}
 }
@@ -144,10 +129,13 @@ func TestTasksFollowedAcrossRestart(t *testing.T) {
 		t.Fatalf("pulled %v, want the marked message %s", ids, marks[0].ID)
 	}
 	answerATP(t, base2, marks[0].ID)
-	within(t, 20*time.Second, func() string { return "the task answered after the restart did not complete" },
-		func() bool { return completed(t, h2.Store, []string{id}) == 1 })
-	within(t, 20*time.Second, func() string { return "no push of the completion; last push " + mustJSON(pushes.last()) },
-		func() bool { return strings.Contains(mustJSON(pushes.last()), "TASK_STATE_COMPLETED") })
+	waitfor.True(t, "the task answered after the restart to complete", func() bool { return completed(t, h2.Store, []string{id}) == 1 })
+	waitfor.OK(t, "a push of the completion", func() error {
+		if last := mustJSON(pushes.last()); !strings.Contains(last, "TASK_STATE_COMPLETED") {
+			return fmt.Errorf("last push %s", last)
+		}
+		return nil
+	})
 	left := func() int {
 		marks, err := h2.Store.ListRecords(ctx, a2a.KindFollow, "", 0)
 		if err != nil {
@@ -155,17 +143,27 @@ func TestTasksFollowedAcrossRestart(t *testing.T) {
 		}
 		return len(marks)
 	}
-	within(t, 10*time.Second, func() string { return fmt.Sprintf("%d follow marks left after the task settled", left()) },
-		func() bool { return left() == 0 })
+	waitfor.OK(t, "the follow marks to go once the task settled", func() error {
+		if n := left(); n > 0 {
+			return fmt.Errorf("%d left", n)
+		}
+		return nil
+	})
 }
 
 // TestFollowerChecksOnItsOwn: a result that reaches the store without this
 // instance's relay hearing of it (accepted by another instance on the same
 // store) still completes tasks, through the follower's own checks, and
 // every task checked is checked again until it settles.
+//
+// The hub runs on a fake clock: the checks are due on it (after 1 s, then
+// 2 s, 4 s, … up to 10 s apart), so the test moves it on while it waits
+// instead of waiting seconds; the follower's passes still run every
+// quarter second of real time.
 func TestFollowerChecksOnItsOwn(t *testing.T) {
 	const n = 20
-	h, base := hubtest.Start(t, hub.Options{Dev: true})
+	clock := clocktest.New(time.Now())
+	h, base := hubtest.Start(t, hub.Options{Dev: true, Clock: clock})
 	register(t, base, "sink", "", nil)
 	register(t, base, "a2a-client", "", nil)
 	ctx := context.Background()
@@ -187,14 +185,26 @@ func TestFollowerChecksOnItsOwn(t *testing.T) {
 			}
 		}
 	}
-	// Half answered after the first checks, half once they have spaced out.
-	time.Sleep(1500 * time.Millisecond)
+	// completes waits, moving the hub's clock on by a quarter second at
+	// each look, until want tasks are complete: only the follower's own
+	// checks can complete them (no event reaches this instance).
+	completes := func(want int) {
+		t.Helper()
+		waitfor.OK(t, fmt.Sprintf("the follower's own checks to complete %d tasks answered elsewhere", want), func() error {
+			clock.Advance(250 * time.Millisecond)
+			if got := completed(t, h.Store, tasks); got < want {
+				return fmt.Errorf("%d of %d completed", got, want)
+			}
+			return nil
+		})
+	}
+	// Half answered before the first checks; half after the clock moved
+	// on 16 s, once the checks of the tasks still open have spaced out.
 	answer(marks[:n/2])
-	time.Sleep(2 * time.Second)
+	completes(n / 2)
+	clock.Advance(16 * time.Second)
 	answer(marks[n/2:])
-	within(t, 20*time.Second, func() string {
-		return fmt.Sprintf("%d of %d tasks completed by results accepted elsewhere", completed(t, h.Store, tasks), n)
-	}, func() bool { return completed(t, h.Store, tasks) == n })
+	completes(n)
 }
 
 // asyncSend is a SendMessage of text that returns at once.
@@ -256,15 +266,4 @@ func completed(t *testing.T, st core.RecordStore, ids []string) int {
 		}
 	}
 	return n
-}
-
-// within fails the test unless ok holds within d; what says what did not
-// happen.
-func within(t *testing.T, d time.Duration, what func() string, ok func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(d); !ok(); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal(what())
-		}
-	}
 }

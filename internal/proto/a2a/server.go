@@ -588,9 +588,16 @@ const (
 // reconcile applies the receipts and results of a task's relayed messages
 // that it has not seen yet. It returns the task (nil if it cannot be read).
 func (s *Server) reconcile(ctx context.Context, agent, id string) *TaskRecord {
+	r, _ := s.reconcileErr(ctx, agent, id)
+	return r
+}
+
+// reconcileErr is reconcile that says why it could not read the task:
+// ErrTaskNotFound (wrapped) when there is none, or the store's error.
+func (s *Server) reconcileErr(ctx context.Context, agent, id string) (*TaskRecord, error) {
 	r, err := s.tasks.get(ctx, agent, id)
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	receipts := map[string]*core.Receipt{}
 	results := map[string][]*core.Message{}
@@ -606,7 +613,7 @@ func (s *Server) reconcile(ctx context.Context, agent, id string) *TaskRecord {
 		}
 	}
 	if !pending {
-		return r
+		return r, nil
 	}
 	out, err := s.tasks.update(ctx, agent, id, func(r *TaskRecord) error {
 		changed := false
@@ -631,9 +638,9 @@ func (s *Server) reconcile(ctx context.Context, agent, id string) *TaskRecord {
 	})
 	if err != nil {
 		s.log.Warn("a2a: update task", "task", id, "err", err)
-		return r
+		return r, nil
 	}
-	return out
+	return out, nil
 }
 
 // try moves the task if the state machine allows it; a task that was

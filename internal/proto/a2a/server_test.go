@@ -17,6 +17,7 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
 	"github.com/switchboard-hub/switchboard/internal/proto/a2a"
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
 // rpc posts body to url with an optional A2A-Version header and returns
@@ -95,18 +96,13 @@ func (w *worker) last() map[string]any {
 	return w.seen[len(w.seen)-1]
 }
 
-// await waits up to d for the worker to get an envelope and returns the
-// latest it got.
-func (w *worker) await(t *testing.T, d time.Duration) map[string]any {
+// await waits for the worker to get an envelope and returns the latest it
+// got.
+func (w *worker) await(t *testing.T) map[string]any {
 	t.Helper()
-	for deadline := time.Now().Add(d); ; time.Sleep(20 * time.Millisecond) {
-		if env := w.last(); env != nil {
-			return env
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the worker never got the message")
-		}
-	}
+	var env map[string]any
+	waitfor.True(t, "the worker to get the message", func() bool { env = w.last(); return env != nil })
+	return env
 }
 
 func register(t *testing.T, base, id, callback string, card *core.Card) {
@@ -237,19 +233,16 @@ func TestTaskFollowsRelay(t *testing.T) {
 
 	// async: working until the worker sends its result with correlation_id.
 	task := result(t, second(rpc(t, base+"/a2a/async", "1.0", strings.Replace(send("job"), `"params":{`, `"params":{"configuration":{"returnImmediately":true},`, 1))))["task"].(map[string]any)
-	env := async.await(t, 2*time.Second)
+	env := async.await(t)
 	// The worker has the message; the hub records the delivery once the
 	// worker's answer is in, so the task turns working shortly after.
-	var state any
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	waitfor.OK(t, "the async task to turn working once delivered", func() error {
 		_, v0 := rpc(t, base+"/a2a/async", "1.0", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"`+task["id"].(string)+`"}}`)
-		if state = result(t, v0)["status"].(map[string]any)["state"]; state == "TASK_STATE_WORKING" {
-			break
+		if state := result(t, v0)["status"].(map[string]any)["state"]; state != "TASK_STATE_WORKING" {
+			return fmt.Errorf("state %v", state)
 		}
-	}
-	if state != "TASK_STATE_WORKING" {
-		t.Fatalf("async task state %v, want working once delivered", state)
-	}
+		return nil
+	})
 	meta := env["metadata"].(map[string]any)
 	if meta["a2a_task_id"] != task["id"] || meta["a2a_context_id"] != task["contextId"] {
 		t.Fatalf("relayed metadata %v does not carry the task", meta)
@@ -263,13 +256,13 @@ func TestTaskFollowsRelay(t *testing.T) {
 	}
 	resp.Body.Close()
 	var got map[string]any
-	for i := 0; i < 100; i++ {
+	waitfor.OK(t, "the async task to complete with the result", func() error {
 		got = result(t, second(rpc(t, base+"/a2a/async", "1.0", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"`+task["id"].(string)+`"}}`)))
-		if got["status"].(map[string]any)["state"] == "TASK_STATE_COMPLETED" {
-			break
+		if st := got["status"].(map[string]any)["state"]; st != "TASK_STATE_COMPLETED" {
+			return fmt.Errorf("state %v", st)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	if a, _ := json.Marshal(got["artifacts"]); !strings.Contains(string(a), `"text":"42"`) {
 		t.Fatalf("task after result = %v", got)
 	}
@@ -292,14 +285,12 @@ func TestTaskFollowsRelay(t *testing.T) {
 	if ft["id"] != at["id"] || len(ft["history"].([]any)) < 3 {
 		t.Fatalf("follow-up task = %v", ft)
 	}
-	for i := 0; ; i++ {
-		if e := mustJSON(ask.last()["payload"]); strings.Contains(e, "Paris") {
-			break
-		} else if i == 100 {
-			t.Fatalf("worker got %s, never the follow-up", e)
+	waitfor.OK(t, "the worker to get the follow-up", func() error {
+		if e := mustJSON(ask.last()["payload"]); !strings.Contains(e, "Paris") {
+			return fmt.Errorf("the worker got %s", e)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	// A terminal task refuses further messages and a second cancel.
 	_, v := rpc(t, base+"/a2a/refuse", "1.0", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m3","taskId":"`+rt["id"].(string)+`","role":"ROLE_USER","parts":[{"text":"again"}]}}}`)
 	if errCode(v) != -32004 {
@@ -393,8 +384,10 @@ func TestStreamOutlivesBodyTimeout(t *testing.T) {
 	register(t, base, "a2a-client", "", nil)
 
 	events := openStream(t, base+"/a2a/slow", strings.Replace(send("stream"), `"SendMessage"`, `"SendStreamingMessage"`, 1))
-	env := w.await(t, 5*time.Second)
-	time.Sleep(3 * bodyTimeout) // well past the body's deadline
+	env := w.await(t)
+	// The scenario, not a wait for an event: real time passes well beyond
+	// the body's deadline (a net/http read deadline, on the real clock).
+	time.Sleep(3 * bodyTimeout)
 	b, _ := json.Marshal(map[string]any{"atp_version": "1.0", "sender": "slow", "receiver": "a2a-client", "type": "result",
 		"correlation_id": env["message_id"], "payload": map[string]string{"text": "late"}})
 	r2, err := http.Post(base+"/atp/send", "application/json", bytes.NewReader(b))
@@ -403,17 +396,8 @@ func TestStreamOutlivesBodyTimeout(t *testing.T) {
 	}
 	r2.Body.Close()
 	var seen strings.Builder
-	timeout := time.After(10 * time.Second)
 	for !strings.Contains(seen.String(), "TASK_STATE_COMPLETED") {
-		select {
-		case e, ok := <-events:
-			if !ok {
-				t.Fatalf("the stream ended before the task completed; it carried %s", seen.String())
-			}
-			seen.WriteString(e)
-		case <-timeout:
-			t.Fatalf("no completion on the stream; it carried %s", seen.String())
-		}
+		seen.WriteString(waitfor.Recv(t, "the completion on the stream (so far: "+seen.String()+")", events))
 	}
 	if !strings.Contains(seen.String(), "late") {
 		t.Fatalf("the completion lacks the result: %s", seen.String())
@@ -562,7 +546,7 @@ func TestStreamsPerCaller(t *testing.T) {
 		t.Fatalf("the refused stream started a task: %v tasks, %v before", after, before)
 	}
 	streams[0].Body.Close()
-	within(t, 5*time.Second, func() string { return "a closed stream to make room" }, func() bool {
+	waitfor.True(t, "a closed stream to make room for another", func() bool {
 		resp, first := open(subscribe)
 		if resp.Header.Get("Content-Type") != "text/event-stream" {
 			return false

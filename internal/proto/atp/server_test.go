@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,9 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-hub/switchboard/internal/clocktest"
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
 type resp struct {
@@ -136,7 +139,8 @@ func TestRegisterSendReceipt(t *testing.T) {
 }
 
 func TestAgentsDiscoveryHeartbeatDeregister(t *testing.T) {
-	_, base := hubtest.Start(t, hub.Options{Dev: true})
+	clock := clocktest.New(time.Now())
+	_, base := hubtest.Start(t, hub.Options{Dev: true, Clock: clock})
 	call(t, "POST", base+"/atp/register", "", map[string]any{"agent_id": "a", "capabilities": []string{"text.reverse"}, "lease_seconds": 1})
 	call(t, "POST", base+"/atp/register", "", map[string]any{"agent_id": "b", "capabilities": []string{"plan"}})
 	r := call(t, "GET", base+"/atp/agents?capability=text.reverse", "", nil)
@@ -146,7 +150,7 @@ func TestAgentsDiscoveryHeartbeatDeregister(t *testing.T) {
 	if a := r.body["a"].(map[string]any); a["alive"] != true {
 		t.Fatalf("alive: %v", a)
 	}
-	time.Sleep(1100 * time.Millisecond) // a's 1s lease lapses
+	clock.Advance(1100 * time.Millisecond) // a's 1s lease lapses
 	if r = call(t, "GET", base+"/atp/agents?alive=true", "", nil); len(r.body) != 1 || r.body["b"] == nil {
 		t.Fatalf("alive filter: %s", r.raw)
 	}
@@ -168,9 +172,10 @@ func TestAgentsDiscoveryHeartbeatDeregister(t *testing.T) {
 }
 
 func TestOfflineQueueFlushesOnRegister(t *testing.T) {
-	_, base := hubtest.Start(t, hub.Options{Dev: true})
+	clock := clocktest.New(time.Now())
+	_, base := hubtest.Start(t, hub.Options{Dev: true, Clock: clock})
 	call(t, "POST", base+"/atp/register", "", map[string]any{"agent_id": "worker", "lease_seconds": 1})
-	time.Sleep(1100 * time.Millisecond)
+	clock.Advance(1100 * time.Millisecond) // its lease lapses
 	for _, id := range []string{"q1", "q2"} {
 		r := call(t, "POST", base+"/atp/send", "", map[string]any{"message_id": id, "sender": "p", "receiver": "worker", "type": "task.request", "ttl_ms": 60000, "payload": map[string]any{"text": id}})
 		if r.body["status"] != "queued" {
@@ -183,14 +188,12 @@ func TestOfflineQueueFlushesOnRegister(t *testing.T) {
 		t.Fatalf("register should report 2 queued: %s", r.raw)
 	}
 	for _, id := range []string{"q1", "q2"} {
-		deadline := time.Now().Add(10 * time.Second)
-		for call(t, "GET", base+"/atp/receipts/"+id, "", nil).body["status"] != "delivered" {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s not flushed", id)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		waitfor.True(t, id+" to be flushed to the registered worker", func() bool {
+			return call(t, "GET", base+"/atp/receipts/"+id, "", nil).body["status"] == "delivered"
+		})
 	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.seen[0]["message_id"] != "q1" || w.seen[1]["message_id"] != "q2" {
 		t.Fatalf("flush order: %v", w.seen)
 	}
@@ -217,9 +220,11 @@ func TestResultsAndPull(t *testing.T) {
 	if r = call(t, "POST", base+"/atp/ack", "", map[string]any{"agent_id": "worker", "message_ids": []string{"task"}}); r.body["acked"].(float64) != 1 {
 		t.Fatalf("ack: %s", r.raw)
 	}
+	// The result may arrive before or during the wait; both must answer
+	// it (core's TestWaitSeesOtherInstances and the relay's own tests
+	// cover the wait woken mid-way, deterministically).
 	done := make(chan resp, 1)
 	go func() { done <- call(t, "GET", base+"/atp/results/task?wait_ms=5000", "", nil) }()
-	time.Sleep(100 * time.Millisecond)
 	call(t, "POST", base+"/atp/send", "", map[string]any{"message_id": "res", "sender": "worker", "receiver": "planner", "type": "task.result", "correlation_id": "task", "payload": map[string]any{"text": "done"}})
 	r = <-done
 	results := r.body["results"].([]any)
@@ -442,13 +447,8 @@ func TestStreamsPerAgent(t *testing.T) {
 	}
 	first, second := open(), open()
 	third := open()
-	select {
-	case got := <-first.ended:
-		if !strings.Contains(got, "a newer stream of this agent took its place") {
-			t.Fatalf("the oldest stream ended without saying why: %q", got)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the oldest stream was not ended when a third opened")
+	if got := waitfor.Recv(t, "the oldest stream to end when a third opened", first.ended); !strings.Contains(got, "a newer stream of this agent took its place") {
+		t.Fatalf("the oldest stream ended without saying why: %q", got)
 	}
 	// The two newest carry messages sent now.
 	for i := range 4 {
@@ -456,22 +456,18 @@ func TestStreamsPerAgent(t *testing.T) {
 			t.Fatalf("send: %s", r.raw)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitfor.OK(t, "the two open streams to carry the 4 messages", func() error {
 		var seen int
 		for _, st := range []stream{second, third} {
 			st.mu.Lock()
 			seen += strings.Count(st.data.String(), "event: message")
 			st.mu.Unlock()
 		}
-		if seen >= 4 {
-			break
+		if seen < 4 {
+			return fmt.Errorf("%d of 4", seen)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the open streams carried %d of 4 messages", seen)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	select {
 	case got := <-second.ended:
 		t.Fatalf("the second stream ended too: %q", got)
@@ -512,19 +508,9 @@ func TestStreamRedeliversLapsedLease(t *testing.T) {
 	if r := call(t, "POST", base+"/atp/send", "", map[string]any{"message_id": "lapse", "sender": "writer", "receiver": "reader", "type": "t", "payload": map[string]any{}}); r.status != 200 {
 		t.Fatalf("send: %s", r.raw)
 	}
-	deadline := time.After(15 * time.Second)
-	for n := 0; n < 2; {
-		select {
-		case id, ok := <-ids:
-			if !ok {
-				t.Fatal("the stream ended")
-			}
-			if id != "lapse" {
-				t.Fatalf("stream carried %q", id)
-			}
-			n++
-		case <-deadline:
-			t.Fatalf("the unacknowledged message came %d times, want 2 (again after its lease)", n)
+	for _, what := range []string{"the message on the stream", "the unacknowledged message again, after its 300 ms lease"} {
+		if id := waitfor.Recv(t, what, ids); id != "lapse" {
+			t.Fatalf("stream carried %q", id)
 		}
 	}
 }

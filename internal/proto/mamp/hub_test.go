@@ -25,9 +25,8 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
 	"github.com/switchboard-hub/switchboard/internal/proto/mamp"
 	"github.com/switchboard-hub/switchboard/internal/ssrf"
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
-
-const wait = 10 * time.Second
 
 // inbox is a MAMP agent's webhook: a real HTTP server that records the
 // envelopes the hub pushes and acknowledges them like a MAMP receiver.
@@ -59,16 +58,13 @@ func newInbox(t *testing.T) *inbox {
 
 func (in *inbox) next(t *testing.T) mamp.Envelope {
 	t.Helper()
-	select {
-	case env := <-in.got:
-		<-in.raw
-		return env
-	case <-time.After(wait):
-		t.Fatal("no message pushed to the agent")
-	}
-	return mamp.Envelope{}
+	env := waitfor.Recv(t, "a message pushed to the agent", in.got)
+	waitfor.Recv(t, "the raw push", in.raw)
+	return env
 }
 
+// none checks that nothing more is pushed for d: an observation window,
+// which can miss a late push but never fails a correct hub.
 func (in *inbox) none(t *testing.T, d time.Duration) {
 	t.Helper()
 	select {
@@ -518,21 +514,16 @@ func openStream(t *testing.T, c client, conv string) *sse {
 // nextMessage returns the next "message" event, skipping status events.
 func (s *sse) nextMessage(t *testing.T) mamp.Envelope {
 	t.Helper()
-	deadline := time.After(wait)
 	for {
-		select {
-		case e := <-s.events:
-			if e[0] != "message" {
-				continue
-			}
-			var env mamp.Envelope
-			if err := json.Unmarshal([]byte(e[1]), &env); err != nil {
-				t.Fatal(err)
-			}
-			return env
-		case <-deadline:
-			t.Fatal("no message on the conversation stream")
+		e := waitfor.Recv(t, "a message on the conversation stream", s.events)
+		if e[0] != "message" {
+			continue
 		}
+		var env mamp.Envelope
+		if err := json.Unmarshal([]byte(e[1]), &env); err != nil {
+			t.Fatal(err)
+		}
+		return env
 	}
 }
 
@@ -667,12 +658,7 @@ func TestCrossProtocol(t *testing.T) {
 		map[string]any{"type": "code", "language": "go", "code": "package x"},
 	}
 	ack := c.must("POST", "/mamp/v1/messages", msg("x-1", uri("alice"), uri("worker"), content))
-	var got map[string]any
-	select {
-	case got = <-worker:
-	case <-time.After(wait):
-		t.Fatal("ATP worker got nothing")
-	}
+	got := waitfor.Recv(t, "the ATP worker to get the message", worker)
 	if got["atp_version"] != "1.0" || got["sender"] != "alice" || got["receiver"] != "worker" || got["conversation_id"] != ack["conversation_id"] {
 		t.Fatalf("ATP envelope = %v", got)
 	}
@@ -738,12 +724,7 @@ func TestRemoteAgent(t *testing.T) {
 	defer srv.Close()
 	c.must("PUT", "/mamp/v1/remotes/other.example", map[string]any{"base_url": srv.URL})
 	ack := c.must("POST", "/mamp/v1/messages", msg("r-1", uri("alice"), "agent://other.example/code-analyst", "hello from afar"))
-	var env mamp.Envelope
-	select {
-	case env = <-remote:
-	case <-time.After(wait):
-		t.Fatal("remote got nothing")
-	}
+	env := waitfor.Recv(t, "the remote hub to get the message", remote)
 	if env.To != "agent://other.example/code-analyst" || env.From != uri("alice") || env.ConversationID != ack["conversation_id"] {
 		t.Fatalf("remote got %+v", env)
 	}

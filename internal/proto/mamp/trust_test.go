@@ -13,6 +13,7 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
 	"github.com/switchboard-hub/switchboard/internal/proto/mamp"
 	"github.com/switchboard-hub/switchboard/internal/ssrf"
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
 // The trust model through MAMP: a hub with auth on, where an attacker
@@ -480,7 +481,7 @@ func TestStreamsPerCaller(t *testing.T) {
 		}
 		streams = append(streams, s)
 	}
-	deadline := time.After(wait)
+	deadline := time.After(waitfor.Timeout)
 	for closed := false; !closed; {
 		select {
 		case e := <-streams[0].events:

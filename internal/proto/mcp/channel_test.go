@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-hub/switchboard/internal/clocktest"
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
@@ -287,7 +288,7 @@ func TestChannelLocal(t *testing.T) {
 // be written (the host went away) stays unacknowledged and is pushed to
 // the next session.
 func TestChannelNothingLost(t *testing.T) {
-	clock := &fakeClock{now: time.Now()}
+	clock := clocktest.New(time.Now())
 	h, base := hubtest.Start(t, hub.Options{Dev: true, Clock: clock})
 	opt := mcpadapter.Options{Caller: core.DevPrincipal(), Agent: "reviewer", Logger: slog.New(slog.DiscardHandler), ProgressEvery: 20 * time.Millisecond}
 	first := startHost(t, mcpadapter.Local(h.Relay, opt))

@@ -3,12 +3,12 @@ package mcp_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -16,6 +16,7 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
 	mcpadapter "github.com/switchboard-hub/switchboard/internal/proto/mcp"
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
 // TestSessionBounds: a caller's session over its bound ends its oldest;
@@ -57,15 +58,16 @@ func TestSessionBounds(t *testing.T) {
 
 	a1, a2 := mustOpen("alice"), mustOpen("alice")
 	a3 := mustOpen("alice") // one over alice's 2: her oldest ends
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	waitfor.OK(t, "alice's oldest session to end after her third opened", func() error {
 		code := ping("alice", a1)
 		if code == http.StatusNotFound {
-			break
+			return nil
 		}
-		if code != http.StatusOK || time.Now().After(deadline) {
+		if code != http.StatusOK {
 			t.Fatalf("alice's oldest session after her third: ping %d, want 404 (ended)", code)
 		}
-	}
+		return fmt.Errorf("ping %d", code)
+	})
 	for _, id := range []string{a2, a3} {
 		if code := ping("alice", id); code != http.StatusOK {
 			t.Fatalf("alice's session %s: ping %d", id, code)

@@ -8,35 +8,18 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-hub/switchboard/internal/amp"
+	"github.com/switchboard-hub/switchboard/internal/clocktest"
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	mcpadapter "github.com/switchboard-hub/switchboard/internal/proto/mcp"
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
-
-// fakeClock is a settable clock, safe for the scheduler to read.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 func TestToolsHaveSchemas(t *testing.T) {
 	e := newEnv(t, hub.Options{}, mcpadapter.Options{})
@@ -61,7 +44,7 @@ func TestToolsHaveSchemas(t *testing.T) {
 }
 
 func TestListAgents(t *testing.T) {
-	clock := &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	clock := clocktest.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	e := newEnv(t, hub.Options{Clock: clock}, mcpadapter.Options{})
 	ctx := context.Background()
 	for _, a := range []struct {
@@ -305,13 +288,16 @@ func TestSendMessageIdempotent(t *testing.T) {
 	if a.Duplicate || !b.Duplicate || b.MessageID != "same-id" {
 		t.Fatalf("first %+v second %+v", a, b)
 	}
-	<-w.received
+	waitfor.Recv(t, "the worker to receive same-id", w.received)
+	if rc, err := e.hub.Relay.WaitReceipt(ctxTimeout(t), "same-id"); err != nil || rc.Attempts != 1 {
+		t.Fatalf("receipt of same-id: %+v %v, want delivered in one attempt", rc, err)
+	}
 	select {
 	case m := <-w.received:
 		if m["type"] != "task.result" {
 			t.Fatalf("delivered twice: %v", m)
 		}
-	case <-time.After(200 * time.Millisecond):
+	default:
 	}
 }
 

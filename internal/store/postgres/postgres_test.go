@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/store/postgres"
 	"github.com/switchboard-hub/switchboard/internal/store/storetest"
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
 // The suite needs a server: SWITCHBOARD_TEST_POSTGRES is its URL (see
@@ -292,16 +294,7 @@ func TestCrashTakeoverAcrossInstances(t *testing.T) {
 
 func recv(t *testing.T, ch <-chan string, what string) string {
 	t.Helper()
-	select {
-	case p, ok := <-ch:
-		if !ok {
-			t.Fatalf("%s: listener channel closed", what)
-		}
-		return p
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s: no notification within 10s", what)
-	}
-	return ""
+	return waitfor.Recv(t, "a notification: "+what, ch)
 }
 
 // A NOTIFY from one instance reaches another's listener, both raw and as the
@@ -354,14 +347,17 @@ func TestNotifyAcrossInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancelSub()
-	select {
-	case _, ok := <-ch:
-		if ok {
-			t.Fatal("unexpected notification")
+	waitfor.OK(t, "the channel to close after its context ended", func() error {
+		select {
+		case _, ok := <-ch:
+			if ok {
+				t.Fatal("unexpected notification")
+			}
+			return nil
+		default:
+			return errors.New("still open")
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("channel not closed after its context ended")
-	}
+	})
 }
 
 // The listening connection is killed by the server; the notifier reconnects,

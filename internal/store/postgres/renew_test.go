@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/switchboard-hub/switchboard/internal/core"
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
 // CompleteRenew picks the lane's next messages only once it holds the
@@ -58,20 +60,28 @@ func TestCompleteRenewAfterConcurrentOutcomes(t *testing.T) {
 		ms, err := s.CompleteRenew(ctx, "w", res, base.Add(11*time.Second), base.Add(41*time.Second), 10)
 		done <- result{ms, err}
 	}()
-	select {
-	case r := <-done:
-		t.Fatalf("CompleteRenew returned %v, %v while another transaction held the lane", ids(r.ms), r.err)
-	case <-time.After(200 * time.Millisecond):
-	}
+	// CompleteRenew must block on the lane's lock: wait until the server
+	// shows a session of this database waiting for a lock (it must not
+	// return meanwhile).
+	waitfor.OK(t, "CompleteRenew to wait for the lock another transaction holds", func() error {
+		select {
+		case r := <-done:
+			t.Fatalf("CompleteRenew returned %v, %v while another transaction held the lane", ids(r.ms), r.err)
+		default:
+		}
+		var waiting int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").Scan(&waiting); err != nil {
+			return err
+		}
+		if waiting == 0 {
+			return errors.New("no session waits for a lock yet")
+		}
+		return nil
+	})
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
-	var r result
-	select {
-	case r = <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("CompleteRenew did not return within 10s")
-	}
+	r := waitfor.Recv(t, "CompleteRenew to return once the lane was free", done)
 	if r.err != nil {
 		t.Fatalf("CompleteRenew: %v", r.err)
 	}

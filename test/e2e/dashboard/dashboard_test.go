@@ -26,6 +26,7 @@ import (
 
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
+	"github.com/switchboard-hub/switchboard/internal/proctest"
 	"github.com/switchboard-hub/switchboard/internal/ssrf"
 )
 
@@ -35,6 +36,9 @@ const chromiumPath = "/usr/bin/chromium"
 // missing.
 func requirements(t *testing.T) (node, chromium string) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("drives headless Chromium against a hub: full lane, not with -short")
+	}
 	missing := func(what string) {
 		msg := what + " missing: run `apt-get install -y chromium` and `npm ci --prefix test/e2e/dashboard`"
 		if os.Getenv("CI") != "" {
@@ -181,7 +185,7 @@ func TestDashboardInChromium(t *testing.T) {
 	shots, _ := filepath.Abs("screenshots")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "dashboard.mjs")
+	cmd := proctest.Command(ctx, node, "dashboard.mjs")
 	cmd.Env = append(os.Environ(),
 		"BASE_URL="+base, "ADMIN_TOKEN="+tok, "CHROMIUM="+chromium, "SCREENSHOTS="+shots,
 		"EXPECT_AGENTS=translator,flaky-worker,alice,vision", "EXPECT_CONVERSATION="+a.ConversationID,

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -24,10 +25,15 @@ import (
 
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
+	"github.com/switchboard-hub/switchboard/internal/proctest"
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
 func requireNode(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs third-party programs (Node.js) against a hub: full lane, not with -short")
+	}
 	dir, err := filepath.Abs(".")
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +118,7 @@ func TestA2AJSClientDrivesHubAgents(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, "node", "client.mjs", mode, base+"/a2a/worker", base+"/a2a/slow", hook.URL+"/push")
+			cmd := proctest.Command(ctx, "node", "client.mjs", mode, base+"/a2a/worker", base+"/a2a/slow", hook.URL+"/push")
 			cmd.Dir = dir
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
@@ -179,26 +185,18 @@ func TestA2AJSClientDrivesHubAgents(t *testing.T) {
 				t.Errorf("listTasks = %v, want ≥ 2", got.ListTasks)
 			}
 			// The cancel went out as a push notification with the config's credentials.
-			deadline := time.Now().Add(10 * time.Second)
-			for {
+			waitfor.True(t, "a push notification of the cancel of "+got.TaskID+" with the config's credentials", func() bool {
 				mu.Lock()
-				found := false
+				defer mu.Unlock()
 				for _, p := range pushes {
 					b, _ := json.Marshal(p.Body)
 					if strings.Contains(string(b), got.TaskID) && p.Token == "tok-"+mode && p.Auth == "Bearer secret-"+mode &&
 						(strings.Contains(string(b), "TASK_STATE_CANCELED") || strings.Contains(string(b), `"canceled"`)) {
-						found = true
+						return true
 					}
 				}
-				mu.Unlock()
-				if found {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("no push notification of the cancel of %s arrived (%d pushes)", got.TaskID, len(pushes))
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
+				return false
+			})
 		})
 	}
 }
@@ -217,14 +215,14 @@ func contains(ss []string, s string) bool {
 func startRemoteAgent(t *testing.T, dir string) (string, func() string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, "node", "remote-agent.mjs")
+	cmd := proctest.Command(ctx, "node", "remote-agent.mjs")
 	cmd.Dir = dir
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderr := &proctest.SafeBuffer{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -233,6 +231,7 @@ func startRemoteAgent(t *testing.T, dir string) (string, func() string) {
 	var lines []string
 	port := make(chan string, 1)
 	go func() {
+		defer close(port) // the agent exited
 		sc := bufio.NewScanner(stdout)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
@@ -245,17 +244,24 @@ func startRemoteAgent(t *testing.T, dir string) (string, func() string) {
 			}
 		}
 	}()
-	select {
-	case p := <-port:
-		return "http://127.0.0.1:" + p, func() string {
-			mu.Lock()
-			defer mu.Unlock()
-			return strings.Join(lines, "\n")
+	var p string
+	waitfor.OK(t, "the remote agent (remote-agent.mjs) to say LISTENING", func() error {
+		var ok bool
+		select {
+		case p, ok = <-port:
+			if !ok {
+				t.Fatalf("remote-agent.mjs exited before listening:\n%s", stderr.String())
+			}
+			return nil
+		default:
+			return fmt.Errorf("stderr so far: %s", stderr.String())
 		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("remote agent did not start: %s", stderr.String())
+	})
+	return "http://127.0.0.1:" + p, func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Join(lines, "\n")
 	}
-	return "", nil
 }
 
 func TestATPSenderReachesJSServerAgent(t *testing.T) {

@@ -3,6 +3,7 @@
 package atp_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/switchboard-hub/switchboard/internal/proctest"
 )
+
+func TestMain(m *testing.M) { proctest.Main(m) }
 
 const python = "/usr/bin/python3"
 
@@ -28,29 +31,37 @@ func needPython(t *testing.T) {
 	t.Skip("install Debian's python3-fastapi python3-uvicorn python3-httpx to run the tutorial clients")
 }
 
+// The tutorial's clients hard-code the relay at 127.0.0.1:8001 and the
+// worker's callback at 8002.
+const hubPort, workerPort = 8001, 8002
+
 // TestTutorialClients runs the happy path, the offline → timeout path and
-// the recovery of the tutorial with its unmodified planner and worker. The
-// tutorial hard-codes the relay at 127.0.0.1:8001 and the worker at 8002.
+// the recovery of the tutorial with its unmodified planner and worker.
+// Their ports are fixed, so the test runs in a network namespace of its
+// own where the machine allows one (as root on Linux), and otherwise
+// under a machine-wide lock, failing clearly if a port is taken.
 func TestTutorialClients(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Python clients and a hub process (full lane)")
+	}
 	needPython(t)
+	if proctest.PrivateNetwork(t, hubPort, workerPort) == proctest.RanInChild {
+		return
+	}
 	dir, _ := filepath.Abs(".")
 	hub := proctest.StartHub(t, "127.0.0.1:8001", "--dev", "--data", t.TempDir())
 
 	startWorker := func() *proctest.Proc {
 		w := proctest.Start(t, dir, nil, python, "-m", "uvicorn", "worker_agent:app", "--port", "8002")
-		deadline := time.Now().Add(20 * time.Second)
-		for !strings.Contains(w.Out.String(), "注册成功") {
-			if time.Now().After(deadline) {
-				t.Fatalf("worker did not register:\n%s\nhub:\n%s", w.Out.String(), hub.Out.String())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		w.WaitOutput(t, "注册成功") // registered with the relay
 		return w
 	}
 	planner := func() string {
-		out, err := exec.Command(python, filepath.Join(dir, "planner_agent.py")).CombinedOutput()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		out, err := proctest.Command(ctx, python, filepath.Join(dir, "planner_agent.py")).CombinedOutput()
 		if err != nil {
-			t.Fatalf("planner: %v\n%s", err, out)
+			t.Fatalf("planner: %v\n%s\nhub:\n%s", err, out, hub.Out.String())
 		}
 		return string(out)
 	}

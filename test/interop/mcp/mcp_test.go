@@ -16,10 +16,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -29,7 +27,9 @@ import (
 
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
+	"github.com/switchboard-hub/switchboard/internal/proctest"
 	"github.com/switchboard-hub/switchboard/internal/ssrf"
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
 // node returns the Node 22 binary installed by npm (the conformance tool
@@ -37,6 +37,9 @@ import (
 // fails when CI is set and is skipped otherwise.
 func node(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs third-party programs (Node.js) against a hub: full lane, not with -short")
+	}
 	bin, _ := filepath.Abs(filepath.Join("node_modules", ".bin", "node"))
 	if _, err := os.Stat(filepath.Join("node_modules", "@modelcontextprotocol", "conformance")); err != nil || !exists(bin) {
 		if os.Getenv("CI") != "" {
@@ -46,6 +49,8 @@ func node(t *testing.T) string {
 	}
 	return bin
 }
+
+func TestMain(m *testing.M) { proctest.Main(m) }
 
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 
@@ -59,7 +64,7 @@ func TestConformanceSuite(t *testing.T) {
 	_, base := hubtest.Start(t, hub.Options{Dev: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, nodeBin, filepath.Join("node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js"),
+	cmd := proctest.Command(ctx, nodeBin, filepath.Join("node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js"),
 		"server", "--url", base+"/mcp", "--expected-failures", "expected-failures.yml")
 	cmd.Env = append(os.Environ(), "NO_COLOR=1", "FORCE_COLOR=0")
 	outb, err := cmd.CombinedOutput()
@@ -87,7 +92,7 @@ func TestConformanceSuite2026(t *testing.T) {
 	_, base := hubtest.Start(t, hub.Options{Dev: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, nodeBin, filepath.Join("node_modules", "conformance-2026", "dist", "index.js"),
+	cmd := proctest.Command(ctx, nodeBin, filepath.Join("node_modules", "conformance-2026", "dist", "index.js"),
 		"server", "--url", base+"/mcp", "--requirements", "2026-07-28", "--expected-failures", "expected-failures-2026.yml")
 	cmd.Env = append(os.Environ(), "NO_COLOR=1", "FORCE_COLOR=0")
 	outb, err := cmd.CombinedOutput()
@@ -122,7 +127,7 @@ func TestInspectorCLI(t *testing.T) {
 		if method == "tools/list" {
 			args = append(args, "--strict") // the Inspector checks schemas for tools/list only
 		}
-		cmd := exec.CommandContext(ctx, nodeBin, args...)
+		cmd := proctest.Command(ctx, nodeBin, args...)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		err := cmd.Run()
@@ -143,10 +148,7 @@ func TestInspectorCLI(t *testing.T) {
 // agent reads the answer.
 func TestTypeScriptChannelHost(t *testing.T) {
 	nodeBin := node(t)
-	bin, err := buildOnce()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := proctest.Binary(t)
 	steps := runScript(t, nodeBin, "channel_host.mjs", "channel", bin, t.TempDir())
 	var conn struct {
 		Capabilities map[string]any `json:"capabilities"`
@@ -188,10 +190,7 @@ func TestTypeScriptChannelHost(t *testing.T) {
 // against switchboard mcp --embedded and lists them.
 func TestTypeScriptTasks(t *testing.T) {
 	nodeBin := node(t)
-	bin, err := buildOnce()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := proctest.Binary(t)
 	steps := runScript(t, nodeBin, "channel_host.mjs", "tasks", bin, t.TempDir())
 	var send, wait struct {
 		Seen   []string       `json:"seen"`
@@ -221,7 +220,7 @@ func runScript(t *testing.T, nodeBin, script string, args ...string) map[string]
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, nodeBin, append([]string{script}, args...)...)
+	cmd := proctest.Command(ctx, nodeBin, append([]string{script}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -344,7 +343,7 @@ func runHost(t *testing.T, nodeBin string, onStep func(step), args ...string) ma
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, nodeBin, append([]string{"client.mjs"}, args...)...)
+	cmd := proctest.Command(ctx, nodeBin, append([]string{"client.mjs"}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
@@ -392,11 +391,11 @@ func checkConversation(t *testing.T, steps map[string]step, w *worker) {
 	if steps["tools"].WithOutputSchema < 7 {
 		t.Errorf("%d tools have an output schema", steps["tools"].WithOutputSchema)
 	}
-	task := <-w.tasks
+	task := waitfor.Recv(t, "the worker to receive the host's message", w.tasks)
 	if task["sender"] != "mcp-host" || task["payload"].(map[string]any)["text"] != "ping from the TypeScript SDK" {
 		t.Fatalf("worker got %v", task)
 	}
-	if code := <-w.replies; code != http.StatusOK {
+	if code := waitfor.Recv(t, "the worker's reply to be sent", w.replies); code != http.StatusOK {
 		t.Fatalf("worker's reply: HTTP %d", code)
 	}
 	sent, reply := steps["sent"].Result, steps["reply"].Result
@@ -421,36 +420,9 @@ func TestTypeScriptHostOverHTTP(t *testing.T) {
 	checkConversation(t, runHost(t, nodeBin, nil, "http", base+"/mcp", w.id), w)
 }
 
-// buildSwitchboard builds the switchboard binary once per test binary.
-var buildOnce = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "switchboard-mcp-interop")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "switchboard")
-	if runtime.GOOS == "windows" {
-		bin += ".exe"
-	}
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/switchboard-hub/switchboard/cmd/switchboard").CombinedOutput()
-	if err != nil {
-		return "", &buildError{out: string(out), err: err}
-	}
-	return bin, nil
-})
-
-type buildError struct {
-	out string
-	err error
-}
-
-func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
-
 func TestTypeScriptHostOverStdioBridge(t *testing.T) {
 	nodeBin := node(t)
-	bin, err := buildOnce()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := proctest.Binary(t)
 	_, base := hubtest.Start(t, hub.Options{Dev: true})
 	w := newWorker(t, "ts-bridge-worker")
 	w.register(t, base)
@@ -459,10 +431,7 @@ func TestTypeScriptHostOverStdioBridge(t *testing.T) {
 
 func TestTypeScriptHostOverStdioEmbedded(t *testing.T) {
 	nodeBin := node(t)
-	bin, err := buildOnce()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := proctest.Binary(t)
 	w := newWorker(t, "ts-embedded-worker")
 	steps := runHost(t, nodeBin, func(s step) {
 		if s.Step == "hub" {

@@ -70,6 +70,7 @@ type session struct {
 }
 
 func newSession(t *testing.T) *session {
+	needBinaries(t)
 	return &session{t: t, home: t.TempDir(), now: time.Date(2026, 9, 12, 10, 0, 0, 0, time.UTC)}
 }
 

@@ -259,6 +259,11 @@ func (s *Server) parse(env *Envelope) (*parsed, error) {
 			if p.traceID, ok = v.(string); !ok || len(p.traceID) > 200 {
 				return bad(httperr.CodeInvalidField, "metadata.trace_id must be a string of at most 200 characters")
 			}
+			// Checked here, not only by the store's SetTraceID, which runs
+			// after the message is accepted: a refusal stores nothing.
+			if err := core.CheckStorable("metadata.trace_id", p.traceID); err != nil {
+				return bad(httperr.CodeInvalidField, "%s", httperr.Text(err))
+			}
 		case MetaType:
 			if p.msgType, ok = v.(string); !ok || p.msgType == "" || len(p.msgType) > 64 {
 				return bad(httperr.CodeInvalidField, "metadata.type must be a non-empty string of at most 64 characters")

@@ -27,7 +27,7 @@ func appendHistory(p string) string {
 }
 
 func event(at time.Time, st core.Status, detail string) string {
-	e := core.ReceiptEvent{At: at, Status: st, Detail: detail}
+	e := core.ReceiptEvent{At: at, Status: st, Detail: core.SanitizeText(detail)}
 	b, _ := e.AppendJSON(make([]byte, 0, 96))
 	return string(b)
 }
@@ -119,13 +119,16 @@ func (s *Store) AcceptPulled(ctx context.Context, m *core.Message, r *core.Recei
 type pullLease struct{ now, until time.Time }
 
 func (s *Store) accept(ctx context.Context, m *core.Message, r *core.Receipt, maxQueue int, lease *pullLease) (core.AcceptResult, bool, error) {
+	if err := core.CheckStorableMessage(m); err != nil {
+		return core.AcceptResult{}, false, err
+	}
 	body, err := m.AppendJSON(make([]byte, 0, 512))
 	if err != nil {
-		return core.AcceptResult{}, false, fmt.Errorf("postgres: encode message: %w", err)
+		return core.AcceptResult{}, false, wrap("encode message", err)
 	}
 	hist, err := core.AppendHistoryJSON(nil, r.History)
 	if err != nil {
-		return core.AcceptResult{}, false, fmt.Errorf("postgres: encode history: %w", err)
+		return core.AcceptResult{}, false, wrap("encode history", err)
 	}
 	queued := r.Status == core.StatusQueued
 	state := 1
@@ -141,7 +144,7 @@ func (s *Store) accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 		pulledEvents = append(slices.Clip(r.History), core.ReceiptEvent{At: lease.now, Status: core.StatusQueued, Detail: core.DetailPulled})
 		pulledHist, err := core.AppendHistoryJSON(nil, pulledEvents)
 		if err != nil {
-			return core.AcceptResult{}, false, fmt.Errorf("postgres: encode history: %w", err)
+			return core.AcceptResult{}, false, wrap("encode history", err)
 		}
 		q = acceptPulledSQL
 		args = append(args, lease.now, lease.until, string(pulledHist))
@@ -166,7 +169,7 @@ func (s *Store) accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 			if retryable(err) {
 				continue
 			}
-			return core.AcceptResult{}, false, fmt.Errorf("postgres: accept: %w", err)
+			return core.AcceptResult{}, false, wrap("accept", err)
 		}
 		// Nothing inserted: the id is taken, or the queue is full.
 		first, err := scanReceipt(s.pool.QueryRow(ctx, "SELECT "+receiptCols("")+" FROM messages WHERE id = $1", m.ID))
@@ -176,7 +179,7 @@ func (s *Store) accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 		case err == nil:
 			return core.AcceptResult{Receipt: *first, Duplicate: true}, false, nil
 		case !errors.Is(err, pgx.ErrNoRows):
-			return core.AcceptResult{}, false, fmt.Errorf("postgres: read first receipt: %w", err)
+			return core.AcceptResult{}, false, wrap("read first receipt", err)
 		case queued && maxQueue > 0:
 			return core.AcceptResult{}, false, fmt.Errorf("receiver %q has %d queued: %w", m.Receiver, maxQueue, core.ErrQueueFull)
 		}
@@ -209,7 +212,7 @@ func scanReceipt(row pgx.Row) (*core.Receipt, error) {
 		r.Reply = json.RawMessage(reply)
 	}
 	if err := json.Unmarshal(hist, &r.History); err != nil {
-		return nil, fmt.Errorf("postgres: decode history: %w", err)
+		return nil, wrap("decode history", err)
 	}
 	r.CreatedAt, r.UpdatedAt, r.ExpiresAt = utc(created), utc(updated), utc(exp)
 	if r.Status == core.StatusQueued {
@@ -237,7 +240,7 @@ func scanMessage(row pgx.Row, extra ...any) (*core.Message, error) {
 	}
 	m := new(core.Message)
 	if err := json.Unmarshal(body, m); err != nil {
-		return nil, fmt.Errorf("postgres: decode message: %w", err)
+		return nil, wrap("decode message", err)
 	}
 	m.Seq, m.Attempts, m.ExpiresAt = seq, attempts, utc(exp)
 	return m, nil
@@ -257,7 +260,7 @@ func (s *Store) GetMessage(ctx context.Context, id string) (*core.Message, error
 		return nil, fmt.Errorf("message %q: %w", id, core.ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("postgres: get message: %w", err)
+		return nil, wrap("get message", err)
 	}
 	return m, nil
 }
@@ -269,7 +272,7 @@ func (s *Store) GetReceipt(ctx context.Context, id string) (*core.Receipt, error
 		return nil, fmt.Errorf("receipt %q: %w", id, core.ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("postgres: get receipt: %w", err)
+		return nil, wrap("get receipt", err)
 	}
 	return r, nil
 }
@@ -279,7 +282,7 @@ func (s *Store) Results(ctx context.Context, correlationID string, limit int) ([
 	ms, err := collectMessages(s.pool.Query(ctx, "SELECT "+messageCols+" FROM messages WHERE correlation_id = $1 ORDER BY seq LIMIT $2",
 		correlationID, lim(limit)))
 	if err != nil {
-		return nil, fmt.Errorf("postgres: results: %w", err)
+		return nil, wrap("results", err)
 	}
 	return ms, nil
 }
@@ -399,7 +402,7 @@ func (s *Store) Claim(ctx context.Context, now, claimUntil time.Time, owner stri
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("postgres: claim: %w", err)
+		return nil, wrap("claim", err)
 	}
 	return out, nil
 }
@@ -452,7 +455,7 @@ func (s *Store) Complete(ctx context.Context, owner string, results []core.LaneR
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("postgres: complete: %w", err)
+		return wrap("complete", err)
 	}
 	s.signalReceipts(ended...)
 	for _, lr := range results {
@@ -519,7 +522,7 @@ func (s *Store) CompleteRenew(ctx context.Context, owner string, res core.LaneRe
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("postgres: complete and renew: %w", err)
+		return nil, wrap("complete and renew", err)
 	}
 	s.signalReceipts(ended...)
 	if len(next) == 0 {
@@ -576,7 +579,7 @@ func queueOutcomes(b *pgx.Batch, outs []core.Outcome, ended func(id string, l co
 		case core.OutcomeRetry:
 			retry.ids = append(retry.ids, o.MessageID)
 			retry.codes = append(retry.codes, int32(o.Code))
-			retry.errs = append(retry.errs, o.Error)
+			retry.errs = append(retry.errs, core.SanitizeText(o.Error))
 			retry.next = append(retry.next, o.NextAt)
 			retry.at = append(retry.at, o.At)
 			retry.events = append(retry.events, event(o.At, core.StatusQueued, retryDetail(o)))
@@ -592,7 +595,7 @@ func queueOutcomes(b *pgx.Batch, outs []core.Outcome, ended func(id string, l co
 		final.statuses = append(final.statuses, string(status))
 		final.attempts = append(final.attempts, attempt)
 		final.codes = append(final.codes, int32(o.Code))
-		final.errs = append(final.errs, o.Error)
+		final.errs = append(final.errs, core.SanitizeText(o.Error))
 		final.replies = append(final.replies, reply)
 		final.at = append(final.at, o.At)
 		final.events = append(final.events, event(o.At, status, o.Detail))
@@ -691,7 +694,7 @@ func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int) ([]*cor
 		return decrementLanes(ctx, tx, ended)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("postgres: expire: %w", err)
+		return nil, wrap("expire", err)
 	}
 	slices.SortFunc(out, func(a, b *core.Receipt) int {
 		return cmp.Or(a.ExpiresAt.Compare(b.ExpiresAt), strings.Compare(a.MessageID, b.MessageID))
@@ -711,7 +714,7 @@ func (s *Store) Wake(ctx context.Context, receiver string, now time.Time) (int, 
 			UPDATE lanes SET parked = false, next_at = LEAST(next_at, $2) WHERE receiver = $1 RETURNING pending
 		) SELECT COALESCE(SUM(pending), 0) FROM w`, receiver, now).Scan(&depth)
 	if err != nil {
-		return 0, fmt.Errorf("postgres: wake: %w", err)
+		return 0, wrap("wake", err)
 	}
 	if depth > 0 {
 		s.signalDue()
@@ -723,7 +726,7 @@ func (s *Store) Wake(ctx context.Context, receiver string, now time.Time) (int, 
 func (s *Store) QueueDepth(ctx context.Context, receiver string) (int, error) {
 	var depth int
 	if err := s.pool.QueryRow(ctx, "SELECT COALESCE(SUM(pending), 0) FROM lanes WHERE receiver = $1", receiver).Scan(&depth); err != nil {
-		return 0, fmt.Errorf("postgres: queue depth: %w", err)
+		return 0, wrap("queue depth", err)
 	}
 	return depth, nil
 }
@@ -772,7 +775,7 @@ func (s *Store) Pull(ctx context.Context, receiver string, now, visibleAt time.T
 		return decrementLanes(ctx, tx, endedOn)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("postgres: pull: %w", err)
+		return nil, wrap("pull", err)
 	}
 	slices.SortFunc(out, func(a, b *core.Message) int { return cmp.Compare(a.Seq, b.Seq) })
 	s.signalReceipts(ended...)
@@ -781,6 +784,8 @@ func (s *Store) Pull(ctx context.Context, receiver string, now, visibleAt time.T
 
 // Ack implements core.Store.
 func (s *Store) Ack(ctx context.Context, receiver string, ids []string, now time.Time) (int, error) {
+	// An id that could not have been stored matches nothing.
+	ids = slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return !core.Storable(id) })
 	if len(ids) == 0 {
 		return 0, nil
 	}
@@ -807,7 +812,7 @@ func (s *Store) Ack(ctx context.Context, receiver string, ids []string, now time
 		return decrementLanes(ctx, tx, endedOn)
 	})
 	if err != nil {
-		return 0, fmt.Errorf("postgres: ack: %w", err)
+		return 0, wrap("ack", err)
 	}
 	s.signalReceipts(ended...)
 	return len(ended), nil
@@ -824,7 +829,7 @@ func (s *Store) DeadLetters(ctx context.Context, f core.DeadLetterFilter) ([]*co
 	q += " ORDER BY updated_at DESC, seq DESC LIMIT $1"
 	rs, err := collectReceipts(s.pool.Query(ctx, q, args...))
 	if err != nil {
-		return nil, fmt.Errorf("postgres: dead letters: %w", err)
+		return nil, wrap("dead letters", err)
 	}
 	return rs, nil
 }
@@ -839,7 +844,7 @@ func (s *Store) Replay(ctx context.Context, id string, now, expiresAt time.Time)
 			return fmt.Errorf("message %q: %w", id, core.ErrNotFound)
 		}
 		if err != nil {
-			return fmt.Errorf("postgres: replay: %w", err)
+			return wrap("replay", err)
 		}
 		if !core.Status(status).DeadLetter() {
 			return fmt.Errorf("message %q is %s, not a dead letter: %w", id, status, core.ErrConflict)
@@ -849,12 +854,12 @@ func (s *Store) Replay(ctx context.Context, id string, now, expiresAt time.Time)
 			WHERE id = $1 RETURNING `+receiptCols(""),
 			id, expiresAt, now, event(now, core.StatusQueued, "replayed from dead letters")))
 		if err != nil {
-			return fmt.Errorf("postgres: replay: %w", err)
+			return wrap("replay", err)
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO lanes (receiver, sender, pending, next_at) VALUES ($1, $2, 1, $3)
 			ON CONFLICT (receiver, sender) DO UPDATE SET pending = lanes.pending + 1, parked = false`,
 			out.Receiver, out.Sender, now); err != nil {
-			return fmt.Errorf("postgres: replay: %w", err)
+			return wrap("replay", err)
 		}
 		return nil
 	})
@@ -870,7 +875,7 @@ func (s *Store) PurgeBefore(ctx context.Context, t time.Time, limit int) (int, e
 	tag, err := s.pool.Exec(ctx, `DELETE FROM messages WHERE seq IN (
 		SELECT seq FROM messages WHERE state = 1 AND updated_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`, t, lim(limit))
 	if err != nil {
-		return 0, fmt.Errorf("postgres: purge: %w", err)
+		return 0, wrap("purge", err)
 	}
 	return int(tag.RowsAffected()), nil
 }

@@ -27,7 +27,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"strings"
@@ -89,7 +88,7 @@ var (
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: parse url: %w", err)
+		return nil, wrap("parse url", err)
 	}
 	switch {
 	case opts.MaxConns > 0:
@@ -99,7 +98,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: connect: %w", err)
+		return nil, wrap("connect", err)
 	}
 	if err := migrate(ctx, pool); err != nil {
 		pool.Close()
@@ -142,7 +141,7 @@ func (s *Store) Close() error {
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.pool.Ping(ctx); err != nil {
-		return fmt.Errorf("postgres: ping: %w", err)
+		return wrap("ping", err)
 	}
 	return nil
 }

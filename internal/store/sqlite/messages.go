@@ -69,6 +69,9 @@ func (s *Store) AcceptPulled(ctx context.Context, m *core.Message, r *core.Recei
 type pullLease struct{ now, until time.Time }
 
 func (s *Store) accept(ctx context.Context, m *core.Message, r *core.Receipt, maxQueue int, lease *pullLease) (core.AcceptResult, bool, error) {
+	if err := core.CheckStorableMessage(m); err != nil {
+		return core.AcceptResult{}, false, err
+	}
 	body, err := m.AppendJSON(make([]byte, 0, 512))
 	if err != nil {
 		return core.AcceptResult{}, false, fmt.Errorf("sqlite: encode message: %w", err)

@@ -1,0 +1,64 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/switchboard-hub/switchboard/internal/core"
+)
+
+func TestClassify(t *testing.T) {
+	// A real connection error: a port nobody listens on.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	_, connErr := pgx.Connect(context.Background(), "postgres://x@"+addr+"/db?sslmode=disable&connect_timeout=2")
+	if connErr == nil {
+		t.Fatal("connected to a closed port")
+	}
+	cases := []struct {
+		name string
+		err  error
+		want error // nil: left unmarked
+	}{
+		{"NUL in text", &pgconn.PgError{Code: "22021"}, core.ErrInvalid},
+		{"NUL in jsonb", &pgconn.PgError{Code: "22P05"}, core.ErrInvalid},
+		{"value too long", &pgconn.PgError{Code: "22001"}, core.ErrInvalid},
+		{"disk full", &pgconn.PgError{Code: "53100"}, core.ErrStorageFull},
+		{"too many connections", &pgconn.PgError{Code: "53300"}, core.ErrUnavailable},
+		{"admin shutdown", &pgconn.PgError{Code: "57P01"}, core.ErrUnavailable},
+		{"starting up", &pgconn.PgError{Code: "57P03"}, core.ErrUnavailable},
+		{"a standby after failover", &pgconn.PgError{Code: "25006"}, core.ErrUnavailable},
+		{"connection failure", &pgconn.PgError{Code: "08006"}, core.ErrUnavailable},
+		{"refused connection", connErr, core.ErrUnavailable},
+		{"broken connection", fmt.Errorf("read: %w", io.ErrUnexpectedEOF), core.ErrUnavailable},
+		{"unique violation", &pgconn.PgError{Code: "23505"}, nil},
+		{"syntax error", &pgconn.PgError{Code: "42601"}, nil},
+		{"canceled", context.Canceled, nil},
+		{"already not found", fmt.Errorf("x: %w", core.ErrNotFound), core.ErrNotFound},
+	}
+	for _, c := range cases {
+		got := wrap("op", c.err)
+		if !errors.Is(got, c.err) {
+			t.Errorf("%s: wrap lost the cause: %v", c.name, got)
+		}
+		for _, sentinel := range []error{core.ErrInvalid, core.ErrStorageFull, core.ErrUnavailable} {
+			if errors.Is(got, sentinel) != (c.want == sentinel) {
+				t.Errorf("%s: errors.Is(%v, %v) = %v", c.name, got, sentinel, !(c.want == sentinel))
+			}
+		}
+	}
+	if wrap("op", nil) != nil {
+		t.Error("wrap(nil) is not nil")
+	}
+}

@@ -39,6 +39,8 @@ func runServe(ctx context.Context, args []string, s stdio) int {
 	fs.IntVar(&o.Relay.MaxStreams, "max-streams", 16, "event streams (GET /atp/stream) one agent may hold open on this hub; opening one more ends the oldest (-1: no limit)")
 	fs.DurationVar(&o.Relay.ClaimLease, "claim-lease", 30*time.Second, "how long an instance owns the delivery lanes it claimed (renewed as it delivers; at least 10/9 of --deliver-timeout); another instance takes over a crashed one's lanes after it")
 	fs.StringVar(&o.Sync, "sync", "full", "embedded store durability: full (fsync every commit: survives power loss) or normal (survives kill -9 of the hub, not a machine crash; faster)")
+	fs.StringVar(&o.Recover, "recover", "", "when the embedded store is found damaged or missing at start (the hub refuses to start otherwise): salvage (move the damaged files to DATA/damaged-TIME/ and copy what can still be read into a new database) or fresh (move them there and start empty); a healthy store is opened as it is")
+	fs.StringVar(&o.IntegrityCheck, "integrity-check", "quick", "the embedded store's check at start: quick (reads every page: 0.4-0.7 s for a 500 MiB database here), full (also compares indexes with tables; slower) or off")
 	fs.BoolVar(&o.NoSync, "no-sync", false, "do not fsync the embedded store (benchmarks only: a crash can lose accepted messages)")
 	fs.BoolVar(&o.Callbacks.AllowLoopback, "allow-loopback-callbacks", false, "let the hub call loopback addresses (on by default with --dev)")
 	fs.BoolVar(&o.Callbacks.AllowPrivate, "allow-private-callbacks", false, "let the hub call private-range addresses (on by default with --dev)")

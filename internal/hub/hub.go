@@ -60,8 +60,15 @@ type Options struct {
 	NoSync bool
 	// Sync is the embedded store's durability: "full" (default) or
 	// "normal" (see sqlite.Options.Sync).
-	Sync    string
-	Relay   core.Config
+	Sync string
+	// Recover says what to do with an embedded store found damaged or
+	// missing at start: "" refuses to start (the default), "fresh" or
+	// "salvage" (see sqlite.Options.Recover).
+	Recover string
+	// IntegrityCheck is the embedded store's check at start: "quick"
+	// (default), "full" or "off" (see sqlite.Options.Check).
+	IntegrityCheck string
+	Relay          core.Config
 	Version string
 	Logger  *slog.Logger
 	// Clock overrides the system clock (tests).
@@ -260,9 +267,13 @@ func openStore(ctx context.Context, opt Options) (core.Store, error) {
 		if dir == "" {
 			dir = opt.DataDir
 		}
-		return sqlite.Open(ctx, dir, sqlite.Options{NoSync: opt.NoSync, Sync: opt.Sync})
+		return sqlite.Open(ctx, dir, sqlite.Options{NoSync: opt.NoSync, Sync: opt.Sync,
+			Check: opt.IntegrityCheck, Recover: opt.Recover, Logger: opt.Logger})
 	case strings.HasPrefix(opt.StoreURL, "postgres://") || strings.HasPrefix(opt.StoreURL, "postgresql://"):
-		return postgres.Open(ctx, opt.StoreURL, postgres.Options{})
+		if opt.Recover != "" {
+			return nil, errors.New("--recover applies to the embedded store only (PostgreSQL has its own recovery)")
+		}
+		return postgres.Open(ctx, opt.StoreURL, postgres.Options{Logger: opt.Logger})
 	}
 	return nil, fmt.Errorf("store %q: unsupported store URL (use sqlite:DIR or postgres://…)", opt.StoreURL)
 }

@@ -69,8 +69,8 @@ type Options struct {
 	// (default), "full" or "off" (see sqlite.Options.Check).
 	IntegrityCheck string
 	Relay          core.Config
-	Version string
-	Logger  *slog.Logger
+	Version        string
+	Logger         *slog.Logger
 	// Clock overrides the system clock (tests).
 	Clock core.Clock
 	// RateLimit is requests per second per credential (or per client

@@ -69,11 +69,11 @@ type Store struct {
 	// damaged holds the first "malformed database" error a write met:
 	// from then on Ping fails (readiness), since every later write may too.
 	damaged atomic.Pointer[error]
-	wdb    *sql.DB
-	rdb    *sql.DB
-	ops    chan *op
-	quit   chan struct{}
-	wg     sync.WaitGroup
+	wdb     *sql.DB
+	rdb     *sql.DB
+	ops     chan *op
+	quit    chan struct{}
+	wg      sync.WaitGroup
 
 	closeOnce sync.Once
 	wstmts    sync.Map // query → *sql.Stmt prepared on the writer's connection

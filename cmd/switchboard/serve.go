@@ -34,6 +34,8 @@ func runServe(ctx context.Context, args []string, s stdio) int {
 	fs.DurationVar(&o.Relay.Retention, "retention", 24*time.Hour, "how long receipts of finished messages, and finished A2A tasks (at least 2h), are kept")
 	fs.DurationVar(&o.Relay.DeliverTimout, "deliver-timeout", 10*time.Second, "how long one delivery attempt may take before it counts as failed and is retried")
 	fs.IntVar(&o.Relay.MaxQueue, "max-queue", 100000, "queued messages per receiver before sends are refused with 429 (-1: no limit)")
+	maxQueueBytes := fs.String("max-queue-bytes", "1GiB", "bytes of queued messages per receiver before sends are refused with 429 queue_full (0: no limit)")
+	memBudget := fs.String("memory-budget", envOr("SWITCHBOARD_MEMORY_BUDGET", "auto"), "how much memory the hub may take on above its idle size: a third for what it holds for clients — request bodies being handled (4× their size), cached and claimed messages; a request that finds no room within a second gets 507 over_budget with Retry-After —, the rest for the garbage collector's headroom (the Go runtime's soft memory limit is set from it, unless GOMEMLIMIT is set) and memory outside Go's heap (auto: a quarter of the machine's or cgroup's memory; off: none; env SWITCHBOARD_MEMORY_BUDGET)")
 	fs.IntVar(&o.Relay.MaxAgents, "max-agents", 0, "registered agents (alive or not, the hub's own push and callback agents included) before registering a new agent id is refused with 507 agent_limit (0: no limit)")
 	fs.IntVar(&o.MaxConns, "max-conns", 0, "client connections held at once; one more is closed unanswered (0: 10000, or the open-file limit less 512 if lower; -1: no bound)")
 	fs.IntVar(&o.Relay.MaxStreams, "max-streams", 16, "event streams (GET /atp/stream) one agent may hold open on this hub; opening one more ends the oldest (-1: no limit)")
@@ -63,6 +65,23 @@ func runServe(ctx context.Context, args []string, s stdio) int {
 		return exitUsage
 	}
 	o.BodyTimeout = hubBodyTimeout(o.BodyTimeout)
+	var err error
+	if o.Relay.MaxQueueBytes, err = hub.ParseSize(*maxQueueBytes); err != nil {
+		fmt.Fprintf(s.err, "serve: --max-queue-bytes: %v\n", err)
+		return exitUsage
+	}
+	switch *memBudget {
+	case "auto", "":
+		o.MemoryBudget = hub.DefaultMemoryBudget()
+	case "off", "-1":
+		o.MemoryBudget = -1
+	default:
+		if o.MemoryBudget, err = hub.ParseSize(*memBudget); err != nil || o.MemoryBudget == 0 {
+			fmt.Fprintf(s.err, "serve: --memory-budget: want a size such as 512MiB, auto or off\n")
+			return exitUsage
+		}
+	}
+
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
 		fmt.Fprintf(s.err, "serve: bad --log-level: %v\n", err)
@@ -77,7 +96,8 @@ func runServe(ctx context.Context, args []string, s stdio) int {
 	}
 	log := slog.New(slog.NewJSONHandler(s.err, &slog.HandlerOptions{Level: lvl}))
 	o.Logger, o.Version = log, version
-	stopTracing, err := tracing.Setup(ctx, "switchboard", version)
+	stopTracing, err2 := tracing.Setup(ctx, "switchboard", version)
+	err = err2
 	if err != nil {
 		fmt.Fprintf(s.err, "serve: %v\n", err)
 		return exitFailure
@@ -99,6 +119,7 @@ func runServe(ctx context.Context, args []string, s stdio) int {
 		return exitFailure
 	}
 	defer h.Close()
+	hub.SetMemoryLimit(o.MemoryBudget)
 	ln, err := net.Listen("tcp", o.Addr)
 	if err != nil {
 		fmt.Fprintf(s.err, "serve: %v\n", err)

@@ -79,6 +79,8 @@ type Config struct {
 	Poll          time.Duration // scheduler poll when idle [250ms]
 	Retention     time.Duration // how long terminal receipts are kept [24h]
 	MaxQueue      int           // queued messages per receiver, below 0 no limit [100000]
+	MaxQueueBytes int64         // bytes of queued messages per receiver (stores that are QueueSizers), 0 no limit [0]
+	Memory        *Budget       // what the hub may hold in memory (budget.go) [nil: no limit]
 	MaxAgents     int           // registered agents (alive or not) before a new id is refused [0: no limit]
 	Skew          time.Duration // sender clock tolerance for "expired" [2s]
 	MaxParts      int           // content parts per message [64]
@@ -161,6 +163,8 @@ type Relay struct {
 
 	countMu sync.Mutex
 	count   cachedCount // agents registered, as last counted (plus this instance's new ones since)
+
+	qbytes queueBytes // receivers' queued bytes (budget.go)
 }
 
 // cachedCount is a count read from the store at a time (a receiver's
@@ -533,6 +537,7 @@ func (r *Relay) Send(ctx context.Context, m *Message) (SendResult, error) {
 		Status: rc.Status, Protocol: m.Protocol, ConversationID: m.ConversationID, CorrelationID: m.CorrelationID, MessageType: m.Type})
 	if rc.Status == StatusQueued {
 		r.queued(m.Receiver)
+		r.queuedBytes(m)
 		switch {
 		case feed != nil:
 			// Stored pulled for a stream here: it is the stream's until
@@ -565,6 +570,11 @@ func (r *Relay) Send(ctx context.Context, m *Message) (SendResult, error) {
 // room and the store can hand the message out in the same write, it is
 // stored pulled for that stream, whose feed is returned.
 func (r *Relay) accept(ctx context.Context, m *Message, rc *Receipt, now time.Time) (AcceptResult, *Feed, error) {
+	if rc.Status == StatusQueued {
+		if err := r.checkQueueBytes(ctx, m); err != nil {
+			return AcceptResult{}, nil, err
+		}
+	}
 	limit := r.queueLimit(ctx, m.Receiver)
 	if ap, ok := r.store.(AcceptPuller); ok && rc.Status == StatusQueued {
 		if f := r.feedFor(m.Receiver); f != nil {

@@ -90,6 +90,13 @@ type Options struct {
 	// BodyTimeout bounds how long a request body may take to arrive (see
 	// bodyDeadline); 0 means DefaultBodyTimeout, negative means no limit.
 	BodyTimeout time.Duration
+	// MemoryBudget is how much memory the hub may take on above its idle
+	// size. A third of it bounds what the hub holds for clients (request
+	// bodies while they are handled, the message cache, messages claimed
+	// for delivery: core.Budget); the rest is the garbage collector's
+	// headroom and memory outside Go's heap (see SetMemoryLimit). 0 means
+	// DefaultMemoryBudget(), negative no budget.
+	MemoryBudget int64
 	// MaxConns bounds the client connections held at once; one over it
 	// is closed unanswered. 0 means DefaultMaxConns (less if the
 	// process's open-file limit is lower), negative means no bound.
@@ -142,6 +149,22 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	}
 	if opt.Relay.Host == "" {
 		opt.Relay.Host = opt.Host
+	}
+	switch {
+	case opt.MemoryBudget == 0:
+		opt.MemoryBudget = DefaultMemoryBudget()
+	case opt.MemoryBudget < 0:
+		opt.MemoryBudget = 0
+	}
+	if opt.Relay.Memory == nil {
+		// A third for what the hub holds for clients; the rest is the
+		// garbage collector's headroom and memory outside Go's heap
+		// (SQLite's page caches), see SetMemoryLimit.
+		opt.Relay.Memory = core.NewBudget(opt.MemoryBudget / 3)
+	}
+	if m := opt.Relay.Memory; m != nil && m.Limit() < 2*(opt.MaxBody*bodyFactor+4096) {
+		return nil, fmt.Errorf("a memory budget of %d bytes is too small for --max-body %d: a third of it must hold two requests of the largest body, %d bytes each while handled (raise --memory-budget to at least %d)",
+			opt.MemoryBudget, opt.MaxBody, opt.MaxBody*bodyFactor+4096, 6*(opt.MaxBody*bodyFactor+4096))
 	}
 	if opt.Relay.Host == "" {
 		opt.Relay.Host = hostOf(opt.Addr)
@@ -213,6 +236,7 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	met := metrics.New(relay, metrics.WithPublic(opt.MetricsPublic))
 	go met.Run(ctx)
 	h.conns.register(met.Registry())
+	registerBudget(met.Registry(), relay.Config().Memory)
 	h.Mux.Handle("GET /metrics", met.Handler())
 	dash, err := dashboard.New(relay, dashboard.Options{Dev: opt.Dev, AdminToken: h.AdminToken, Routes: h.Mux})
 	if err != nil {
@@ -228,7 +252,7 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	}
 	limiter := ratelimit.New(limit, opt.RateBurst)
 	// Security headers outermost, so refusals (401, 429) carry them too.
-	h.Handler = secureHeaders(authenticated(authn, limiter, rateLimited(limiter, unrouted(h.Mux))), opt.TLSCert != "")
+	h.Handler = secureHeaders(budgeted(relay.Config().Memory, opt.MaxBody, authenticated(authn, limiter, rateLimited(limiter, unrouted(h.Mux)))), opt.TLSCert != "")
 	h.Handler = tracing.Middleware(h.Handler)
 	if d := cmp.Or(opt.BodyTimeout, DefaultBodyTimeout); d > 0 {
 		h.Handler = bodyDeadline(d, h.Handler)
@@ -268,14 +292,23 @@ func openStore(ctx context.Context, opt Options) (core.Store, error) {
 			dir = opt.DataDir
 		}
 		return sqlite.Open(ctx, dir, sqlite.Options{NoSync: opt.NoSync, Sync: opt.Sync,
-			Check: opt.IntegrityCheck, Recover: opt.Recover, Logger: opt.Logger})
+			Check: opt.IntegrityCheck, Recover: opt.Recover, Logger: opt.Logger,
+			Budget: opt.Relay.Memory, CacheBytes: share(opt.MemoryBudget, 16, 32<<20), ReadBytes: share(opt.MemoryBudget, 16, sqlite.DefaultReadBytes)})
 	case strings.HasPrefix(opt.StoreURL, "postgres://") || strings.HasPrefix(opt.StoreURL, "postgresql://"):
 		if opt.Recover != "" {
 			return nil, errors.New("--recover applies to the embedded store only (PostgreSQL has its own recovery)")
 		}
-		return postgres.Open(ctx, opt.StoreURL, postgres.Options{Logger: opt.Logger})
+		return postgres.Open(ctx, opt.StoreURL, postgres.Options{Logger: opt.Logger, ReadBytes: share(opt.MemoryBudget, 16, postgres.DefaultReadBytes)})
 	}
 	return nil, fmt.Errorf("store %q: unsupported store URL (use sqlite:DIR or postgres://…)", opt.StoreURL)
+}
+
+// share is budget/div, at most limit (limit when there is no budget).
+func share(budget, div, limit int64) int64 {
+	if budget <= 0 {
+		return limit
+	}
+	return min(max(budget/div, 64<<10), limit)
 }
 
 // follow wakes the relay when another hub instance on the same database

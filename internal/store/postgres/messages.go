@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -309,10 +310,18 @@ const (
 	laneQueueSQL = `SELECT seq, body, attempts, expires_at FROM messages
 		WHERE state = 0 AND receiver = l.receiver AND sender = l.sender AND claim_until <= $3
 		ORDER BY seq LIMIT $4`
-	laneMessagesSQL = `SELECT l.receiver, l.sender, m.body, m.seq, m.attempts, m.expires_at
-	FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS l(receiver, sender, ord)
-	CROSS JOIN LATERAL (` + laneQueueSQL + `) m
-	ORDER BY l.ord, m.seq`
+	// laneMessagesSQL reads the claimable messages of the locked lanes,
+	// in lane order and then send order, with their bodies only while the
+	// bodies read so far stay under $5 bytes (the first always): a
+	// message past that comes without its body (NULL), and its lane
+	// keeps it and the rest for a later claim.
+	laneMessagesSQL = `SELECT receiver, sender, CASE WHEN run - len < $5 THEN body END, seq, attempts, expires_at FROM (
+		SELECT l.receiver, l.sender, m.body, m.seq, m.attempts, m.expires_at, l.ord, length(m.body) AS len,
+			sum(length(m.body)) OVER (ORDER BY l.ord, m.seq) AS run
+		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS l(receiver, sender, ord)
+		CROSS JOIN LATERAL (` + laneQueueSQL + `) m
+	) q
+	ORDER BY ord, seq`
 	stampLanesSQL = `UPDATE lanes l SET claim_until = $3, owner = $4
 	FROM unnest($1::text[], $2::text[]) AS u(receiver, sender)
 	WHERE l.receiver = u.receiver AND l.sender = u.sender`
@@ -349,10 +358,11 @@ func (s *Store) Claim(ctx context.Context, now, claimUntil time.Time, owner stri
 		if len(recvs) == 0 {
 			return nil
 		}
-		rows, err = tx.Query(ctx, laneMessagesSQL, recvs, sends, now, perLane)
+		rows, err = tx.Query(ctx, laneMessagesSQL, recvs, sends, now, perLane, s.readBytes)
 		if err != nil {
 			return err
 		}
+		cut := make(map[core.Lane]bool) // lanes with messages past the byte bound
 		for rows.Next() {
 			var l core.Lane
 			var body []byte
@@ -362,6 +372,10 @@ func (s *Store) Claim(ctx context.Context, now, claimUntil time.Time, owner stri
 			if err := rows.Scan(&l.Receiver, &l.Sender, &body, &seq, &attempts, &exp); err != nil {
 				rows.Close()
 				return err
+			}
+			if body == nil {
+				cut[l] = true
+				continue
 			}
 			m := new(core.Message)
 			if err := json.Unmarshal(body, m); err != nil {
@@ -385,7 +399,9 @@ func (s *Store) Claim(ctx context.Context, now, claimUntil time.Time, owner stri
 			cr, cs = append(cr, c.Lane.Receiver), append(cs, c.Lane.Sender)
 		}
 		for i := range recvs {
-			if !claimed[core.Lane{Receiver: recvs[i], Sender: sends[i]}] {
+			// A lane without claimable messages is parked (they are all
+			// leased to a puller); one cut off by the byte bound stays due.
+			if l := (core.Lane{Receiver: recvs[i], Sender: sends[i]}); !claimed[l] && !cut[l] {
 				pr, ps = append(pr, recvs[i]), append(ps, sends[i])
 			}
 		}
@@ -474,11 +490,15 @@ func (s *Store) Complete(ctx context.Context, owner string, results []core.LaneR
 // ($1, $2), it returns the lane's next claimable messages (laneQueueSQL)
 // and, when there are none, releases the lane. m is read twice, so it is
 // evaluated once: the messages returned are the ones the release counted.
-// A data-modifying WITH runs whether or not the query reads it.
+// A data-modifying WITH runs whether or not the query reads it. Messages
+// are read while their bodies stay under $6 bytes (the first always).
 const renewLaneSQL = `WITH l AS (
 		SELECT receiver, sender FROM lanes WHERE receiver = $1 AND sender = $2 AND owner = $5
 	), m AS (
-		SELECT m.body, m.seq, m.attempts, m.expires_at FROM l CROSS JOIN LATERAL (` + laneQueueSQL + `) m
+		SELECT body, seq, attempts, expires_at FROM (
+			SELECT m.body, m.seq, m.attempts, m.expires_at, length(m.body) AS len, sum(length(m.body)) OVER (ORDER BY m.seq) AS run
+			FROM l CROSS JOIN LATERAL (` + laneQueueSQL + `) m
+		) q WHERE run - len < $6
 	), released AS (
 		UPDATE lanes SET claim_until = ` + zeroTS + `, owner = ''
 		WHERE receiver = $1 AND sender = $2 AND owner = $5 AND NOT EXISTS (SELECT FROM m)
@@ -507,7 +527,7 @@ func (s *Store) CompleteRenew(ctx context.Context, owner string, res core.LaneRe
 		}
 		var b pgx.Batch
 		b.Queue(settleLaneSQL, res.Lane.Receiver, res.Lane.Sender, endedOn[res.Lane], owner, now, false, claimUntil, owner)
-		b.Queue(renewLaneSQL, res.Lane.Receiver, res.Lane.Sender, now, perLane, owner).Query(func(rows pgx.Rows) error {
+		b.Queue(renewLaneSQL, res.Lane.Receiver, res.Lane.Sender, now, perLane, owner, s.readBytes).Query(func(rows pgx.Rows) error {
 			ms, err := collectMessages(rows, nil)
 			next = ms
 			return err
@@ -734,10 +754,15 @@ func (s *Store) QueueDepth(ctx context.Context, receiver string) (int, error) {
 // Pull implements core.Store. Concurrent pullers of one receiver skip each
 // other's rows (FOR UPDATE SKIP LOCKED) rather than lease a message twice.
 func (s *Store) Pull(ctx context.Context, receiver string, now, visibleAt time.Time, limit int, autoAck bool) ([]*core.Message, error) {
-	const pick = `WITH picked AS (
-		SELECT seq FROM messages
+	// Up to $3 messages, and only while their bodies stay under
+	// s.readBytes (the first always).
+	pick := `WITH locked AS (
+		SELECT seq, length(body) AS len FROM messages
 		WHERE state = 0 AND receiver = $1 AND claim_until <= $2 AND expires_at > $2
 		ORDER BY seq LIMIT $3 FOR UPDATE SKIP LOCKED
+	), picked AS (
+		SELECT seq FROM (SELECT seq, len, sum(len) OVER (ORDER BY seq) AS run FROM locked) q
+		WHERE run - len < ` + strconv.FormatInt(s.readBytes, 10) + `
 	) `
 	var out []*core.Message
 	var ended []string
@@ -878,4 +903,15 @@ func (s *Store) PurgeBefore(ctx context.Context, t time.Time, limit int) (int, e
 		return 0, wrap("purge", err)
 	}
 	return int(tag.RowsAffected()), nil
+}
+
+// QueueBytes implements core.QueueSizer: the stored size of a receiver's
+// queued messages (length reads a large body's size from its TOAST
+// pointer, without fetching it).
+func (s *Store) QueueBytes(ctx context.Context, receiver string) (int64, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, "SELECT COALESCE(SUM(length(body)), 0)::bigint FROM messages WHERE state = 0 AND receiver = $1", receiver).Scan(&n); err != nil {
+		return 0, wrap("queue bytes", err)
+	}
+	return n, nil
 }

@@ -25,6 +25,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -56,7 +57,13 @@ type Options struct {
 	// Logger receives background errors (failed notifications, listener
 	// reconnects). Nil discards them.
 	Logger *slog.Logger
+	// ReadBytes bounds the message bodies one claim or pull reads (at
+	// least one message is always read; default DefaultReadBytes).
+	ReadBytes int64
 }
+
+// DefaultReadBytes is Options.ReadBytes's default.
+const DefaultReadBytes = 16 << 20
 
 // Store is the PostgreSQL implementation of core.Store. It is safe for
 // concurrent use; every write is committed when its method returns.
@@ -66,6 +73,7 @@ type Store struct {
 	dueChan     string
 	receiptChan string
 	notifier    *Notifier
+	readBytes   int64
 
 	// Pending notifications, sent by the notify loop after commit.
 	mu       sync.Mutex
@@ -118,6 +126,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		dueChan:     prefix + "_due",
 		receiptChan: prefix + "_receipt",
 		kick:        make(chan struct{}, 1),
+		readBytes:   cmp.Or(max(opts.ReadBytes, 0), DefaultReadBytes),
 		quit:        make(chan struct{}),
 		done:        make(chan struct{}),
 	}

@@ -102,6 +102,19 @@ func TestContract(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) core.Store { return open(t) })
 }
 
+func TestReadBytes(t *testing.T) {
+	serverURL(t)
+	storetest.RunReadBytes(t, func(t *testing.T) core.Store {
+		u, schema := freshSchema(t)
+		s, err := postgres.Open(context.Background(), u, postgres.Options{MaxConns: 8, ChannelPrefix: schema, ReadBytes: storetest.ReadBytes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
 // BenchmarkStore runs the store benchmarks with the production pool size
 // (Options.MaxConns zero: 16 connections).
 func BenchmarkStore(b *testing.B) {

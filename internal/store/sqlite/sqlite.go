@@ -52,7 +52,18 @@ type Options struct {
 	Recover string
 	// Logger receives what recovery did. Nil discards it.
 	Logger *slog.Logger
+	// Budget is the hub's memory budget: the message cache takes what it
+	// holds from it (nil: no budget).
+	Budget *core.Budget
+	// CacheBytes bounds the message cache (default 32 MiB).
+	CacheBytes int64
+	// ReadBytes bounds the message bodies one claim or pull reads (at
+	// least one message is always read; default DefaultReadBytes).
+	ReadBytes int64
 }
+
+// DefaultReadBytes is Options.ReadBytes's default.
+const DefaultReadBytes = 16 << 20
 
 // lockFile is the data directory's lock file (see lockDir).
 const lockFile = "switchboard.lock"
@@ -88,6 +99,7 @@ type Store struct {
 	lastSeq     int64
 	cursorReach int64 // defaultCursorReach; negative turns cursors off
 	maxCursors  int   // defaultMaxCursors
+	readBytes   int64 // Options.ReadBytes
 }
 
 // wtx is a write transaction whose statements are prepared once and reused:
@@ -314,12 +326,16 @@ func openChecked(ctx context.Context, dir string, o Options) (_ *Store, err erro
 	}
 	rdb.SetMaxOpenConns(readers)
 	rdb.SetMaxIdleConns(readers)
-	s := &Store{path: path, wdb: wdb, rdb: rdb, unprepared: map[string]struct{}{}, cache: newMsgCache(), cursors: map[string]pullCursor{}, cursorReach: defaultCursorReach, maxCursors: defaultMaxCursors, ops: make(chan *op, maxBatch), quit: make(chan struct{})}
+	s := &Store{path: path, wdb: wdb, rdb: rdb, unprepared: map[string]struct{}{}, cache: newMsgCache(o.CacheBytes, o.Budget), cursors: map[string]pullCursor{}, cursorReach: defaultCursorReach, maxCursors: defaultMaxCursors, ops: make(chan *op, maxBatch), quit: make(chan struct{})}
 	// Pull cursors measure their reach from the newest message.
 	if err := wdb.QueryRowContext(ctx, "SELECT COALESCE(MAX(seq), 0) FROM messages").Scan(&s.lastSeq); err != nil {
 		wdb.Close()
 		rdb.Close()
 		return nil, fmt.Errorf("sqlite: read last message: %w", err)
+	}
+	s.readBytes = o.ReadBytes
+	if s.readBytes <= 0 {
+		s.readBytes = DefaultReadBytes
 	}
 	if s.file, err = os.Stat(path); err != nil {
 		wdb.Close()

@@ -52,6 +52,7 @@ const (
 	CodeStorageFull      = "storage_full"
 	CodeAgentLimit       = "agent_limit"
 	CodeOverBudget       = "over_budget"
+	CodeTooManyStreams   = "too_many_streams"
 	CodeInternal         = "internal"
 )
 

@@ -101,10 +101,27 @@ type Options struct {
 	// is closed unanswered. 0 means DefaultMaxConns (less if the
 	// process's open-file limit is lower), negative means no bound.
 	MaxConns int
+	// MaxConnsPerClient bounds the connections one client address holds;
+	// 0 means DefaultMaxConnsPerClient, negative no bound.
+	MaxConnsPerClient int
+	// MaxIdlePerClient bounds the connections one client address keeps
+	// waiting (idle keep-alive, or not yet sending); 0 means
+	// DefaultMaxIdlePerClient, negative no bound.
+	MaxIdlePerClient int
+	// IdleTimeout closes a keep-alive connection idle this long
+	// [DefaultIdleTimeout].
+	IdleTimeout time.Duration
+	// HeaderTimeout bounds how long a request's headers may take to
+	// arrive [DefaultHeaderTimeout].
+	HeaderTimeout time.Duration
 }
 
-// DefaultBodyTimeout is Options.BodyTimeout's default.
-const DefaultBodyTimeout = 30 * time.Second
+// Defaults of Options.BodyTimeout, IdleTimeout and HeaderTimeout.
+const (
+	DefaultBodyTimeout   = 30 * time.Second
+	DefaultIdleTimeout   = 120 * time.Second
+	DefaultHeaderTimeout = 10 * time.Second
+)
 
 // Hub is an assembled hub.
 type Hub struct {
@@ -202,7 +219,9 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 
 	h := &Hub{Relay: relay, Store: st, Mux: http.NewServeMux(), opt: opt, log: log, Outbound: client,
 		Creds: &auth.Credentials{Store: st, Clock: clock},
-		conns: &connCounter{max: connLimit(opt.MaxConns, openFileLimit()), log: log}}
+		conns: &connCounter{max: connLimit(opt.MaxConns, openFileLimit()), log: log,
+			maxPerClient:     orDefault(opt.MaxConnsPerClient, DefaultMaxConnsPerClient),
+			maxIdlePerClient: orDefault(opt.MaxIdlePerClient, DefaultMaxIdlePerClient)}}
 	authn := &auth.Authenticator{Dev: opt.Dev, Creds: h.Creds}
 	if !opt.Dev {
 		tok, err := adminToken(opt)
@@ -303,6 +322,14 @@ func openStore(ctx context.Context, opt Options) (core.Store, error) {
 	return nil, fmt.Errorf("store %q: unsupported store URL (use sqlite:DIR or postgres://…)", opt.StoreURL)
 }
 
+// orDefault is v, or def when v is 0 (negative: no bound).
+func orDefault(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
 // share is budget/div, at most limit (limit when there is no budget).
 func share(budget, div, limit int64) int64 {
 	if budget <= 0 {
@@ -401,9 +428,10 @@ func isLoopback(addr string) bool {
 func (h *Hub) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           h.Handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
+		ReadHeaderTimeout: cmp.Or(h.opt.HeaderTimeout, DefaultHeaderTimeout),
+		IdleTimeout:       cmp.Or(h.opt.IdleTimeout, DefaultIdleTimeout),
 		MaxHeaderBytes:    64 << 10,
+		ConnState:         h.conns.state,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))

@@ -854,3 +854,47 @@ func TestGoClient(t *testing.T) {
 		t.Fatal("MAMPImage(missing) succeeded")
 	}
 }
+
+// TestConversationStreamsBounded: one caller holds at most --max-streams
+// conversation streams on a hub; one more is refused 429 too_many_streams
+// with Retry-After, and closing one makes room.
+func TestConversationStreamsBounded(t *testing.T) {
+	h, c, uri := start(t, hub.Options{Dev: true, Relay: core.Config{MaxStreams: 3}})
+	alice, bob := newInbox(t), newInbox(t)
+	register(c, "alice", alice.URL, nil)
+	register(c, "bob", bob.URL, nil)
+	ack := c.must("POST", "/mamp/v1/messages", msg("bound-1", uri("alice"), uri("bob"), "hi"))
+	conv := ack["conversation_id"].(string)
+	var open []*sse
+	for range 3 {
+		open = append(open, openStream(t, c, conv))
+	}
+	req, _ := http.NewRequest("GET", c.base+"/mamp/v1/conversations/"+conv+"/events", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(b), "too_many_streams") {
+		t.Fatalf("a fourth stream: %d %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), b)
+	}
+	open[0].cancel()
+	deadline := time.Now().Add(wait)
+	for {
+		resp, err := http.Get(c.base + "/mamp/v1/conversations/" + conv + "/events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		code := resp.StatusCode
+		resp.Body.Close()
+		if code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no room after a stream closed: %d", code)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = h
+}

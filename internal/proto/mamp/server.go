@@ -80,6 +80,8 @@ type Server struct {
 	opt   Options
 	ad    Addressing
 	log   *slog.Logger
+	// streams bounds the conversation streams per caller (streams.go).
+	streams streamBound
 }
 
 // New returns the MAMP adapter. When opt.Context is set it starts the

@@ -49,6 +49,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		httperr.Write(w, http.StatusInternalServerError, httperr.CodeInternal, "streaming unsupported")
 		return
 	}
+	release := s.boundStream(w, r)
+	if release == nil {
+		return
+	}
+	defer release()
 	// Subscribe before the first read so nothing falls between them.
 	events, cancel := s.relay.Events().Subscribe(256)
 	defer cancel()

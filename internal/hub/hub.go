@@ -364,11 +364,11 @@ func follow(ctx context.Context, st core.Store, relay *core.Relay, log *slog.Log
 					return
 				}
 				relay.Wake()
-			case id, ok := <-receipts:
+			case payload, ok := <-receipts:
 				if !ok {
 					return
 				}
-				if id != "" {
+				for _, id := range postgres.ReceiptIDs(payload) {
 					relay.NotifyReceipt(id)
 				}
 			}

@@ -62,3 +62,27 @@ func TestClassify(t *testing.T) {
 		t.Error("wrap(nil) is not nil")
 	}
 }
+
+func TestReceiptPayloads(t *testing.T) {
+	var ids []string
+	for i := range 1000 {
+		ids = append(ids, fmt.Sprintf("%032x", i))
+	}
+	ps := receiptPayloads(ids)
+	if len(ps) < 4 || len(ps) > 6 {
+		t.Errorf("1,000 ids of 32 bytes in %d payloads", len(ps))
+	}
+	var back []string
+	for _, p := range ps {
+		if len(p) > maxPayload {
+			t.Errorf("payload of %d bytes", len(p))
+		}
+		back = append(back, ReceiptIDs(p)...)
+	}
+	if fmt.Sprint(back) != fmt.Sprint(ids) {
+		t.Error("ids changed on the way")
+	}
+	if receiptPayloads(nil) != nil || ReceiptIDs("") != nil {
+		t.Error("no ids, some payload")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -79,13 +80,14 @@ func acceptStatement(pulled bool) string {
 		$10::text, $11::text, $12::bytea, ` + claim + `, ` + attempts + `
 	FROM free
 	WHERE $4::smallint <> 0 OR $14::integer <= 0
-		OR (SELECT COALESCE(SUM(pending), 0) FROM lanes WHERE receiver = $3::text) < $14::integer
+		OR (SELECT count(*) FROM (SELECT FROM messages WHERE state = 0 AND receiver = $3::text LIMIT $14::integer) q) < $14::integer
 	ON CONFLICT (id) DO NOTHING
 	RETURNING seq, attempts = 1 AS pulled
 ), lane AS (
 	INSERT INTO lanes (receiver, sender, pending, next_at)
-	SELECT $3::text, $2::text, 1, $13::timestamptz FROM ins WHERE $4::smallint = 0
-	ON CONFLICT (receiver, sender) DO UPDATE SET pending = lanes.pending + 1
+	SELECT $3::text, $2::text, 0, $13::timestamptz FROM ins WHERE $4::smallint = 0
+		AND NOT EXISTS (SELECT FROM lanes WHERE receiver = $3::text AND sender = $2::text)
+	ON CONFLICT (receiver, sender) DO NOTHING
 ), conv AS (
 	INSERT INTO conversations (id, created_at, last_message_at, messages)
 	SELECT $10::text, $13::timestamptz, $13::timestamptz, 1 FROM ins WHERE $10::text IS NOT NULL
@@ -132,45 +134,31 @@ func (s *Store) accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 		return core.AcceptResult{}, false, wrap("encode history", err)
 	}
 	queued := r.Status == core.StatusQueued
-	state := 1
-	if queued {
-		state = 0
-	}
-	q := acceptSQL
-	args := []any{m.ID, m.Sender, m.Receiver, state, string(r.Status), string(hist), m.ExpiresAt, r.CreatedAt, r.UpdatedAt,
-		nullable(m.ConversationID), nullable(m.CorrelationID), body, m.ReceivedAt, maxQueue}
+	q := &acceptReq{ctx: ctx, m: m, r: r, max: maxQueue, lease: lease, body: body, hist: hist}
 	// The history it gets if it is handed out, as Pull would record it.
 	var pulledEvents []core.ReceiptEvent
 	if lease != nil {
 		pulledEvents = append(slices.Clip(r.History), core.ReceiptEvent{At: lease.now, Status: core.StatusQueued, Detail: core.DetailPulled})
-		pulledHist, err := core.AppendHistoryJSON(nil, pulledEvents)
-		if err != nil {
-			return core.AcceptResult{}, false, wrap("encode history", err)
+		if q.pulled, err = core.AppendHistoryJSON(nil, pulledEvents); err != nil {
+			return core.AcceptResult{}, false, fmt.Errorf("postgres: encode history: %w", err)
 		}
-		q = acceptPulledSQL
-		args = append(args, lease.now, lease.until, string(pulledHist))
 	}
 	for range maxTxAttempts {
-		var seq int64
-		var pulled bool
-		err = s.pool.QueryRow(ctx, q, args...).Scan(&seq, &pulled)
-		if err == nil {
-			m.Seq = seq
+		a := s.submitAccept(q)
+		if a.err != nil {
+			return core.AcceptResult{}, false, wrap("accept", a.err)
+		}
+		if a.stored {
+			m.Seq = a.seq
 			res := core.AcceptResult{Receipt: *r}
 			switch {
-			case pulled:
+			case a.pulled:
 				m.Attempts = 1
 				res.Receipt.Attempts, res.Receipt.UpdatedAt, res.Receipt.History = 1, lease.now, pulledEvents
 			case queued:
 				s.signalDue() // a handed-off message is no other instance's work
 			}
-			return res, pulled, nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			if retryable(err) {
-				continue
-			}
-			return core.AcceptResult{}, false, wrap("accept", err)
+			return res, a.pulled, nil
 		}
 		// Nothing inserted: the id is taken, or the queue is full.
 		first, err := scanReceipt(s.pool.QueryRow(ctx, "SELECT "+receiptCols("")+" FROM messages WHERE id = $1", m.ID))
@@ -186,7 +174,7 @@ func (s *Store) accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 		}
 		// The message was purged between the two statements: try again.
 	}
-	return core.AcceptResult{}, false, fmt.Errorf("postgres: accept %q: gave up after %d attempts: %w", m.ID, maxTxAttempts, err)
+	return core.AcceptResult{}, false, fmt.Errorf("postgres: accept %q: gave up after %d attempts", m.ID, maxTxAttempts)
 }
 
 var receiptColumns = []string{"id", "sender", "receiver", "status", "attempts", "code", "last_error", "reply", "history", "created_at", "updated_at", "next_at", "expires_at"}
@@ -299,8 +287,9 @@ func (s *Store) Results(ctx context.Context, correlationID string, limit int) ([
 // owner and claim_until; lanes whose messages are all leased to a puller are
 // parked.
 const (
-	lockLanesSQL = `SELECT receiver, sender FROM lanes
-	WHERE pending > 0 AND NOT parked AND next_at <= $1 AND claim_until <= $1
+	lockLanesSQL = `SELECT receiver, sender FROM lanes l
+	WHERE NOT parked AND next_at <= $1 AND claim_until <= $1
+		AND EXISTS (SELECT FROM messages m WHERE m.state = 0 AND m.receiver = l.receiver AND m.sender = l.sender AND m.claim_until <= $1)
 	ORDER BY next_at, receiver, sender
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED`
@@ -427,46 +416,34 @@ func laneCmp(a, b core.Lane) int {
 	return cmp.Or(strings.Compare(a.Receiver, b.Receiver), strings.Compare(a.Sender, b.Sender))
 }
 
-// settleLaneSQL settles a lane after a delivery round: $3 of its messages
-// ended. If owner $4 still holds it (the SET expressions see the row as
-// locked, so this is atomic across instances), it is next due at $5, parked
-// or not ($6), and claimed until $7 by $8 (the zero time and no owner
-// release it); a lane whose claim lapsed and went to another owner keeps
-// that owner's claim.
-const settleLaneSQL = `UPDATE lanes SET pending = pending - $3,
-		next_at = CASE WHEN owner = $4 THEN $5 ELSE next_at END,
-		parked = CASE WHEN owner = $4 THEN $6 ELSE parked END,
-		claim_until = CASE WHEN owner = $4 THEN $7 ELSE claim_until END,
-		owner = CASE WHEN owner = $4 THEN $8 ELSE owner END
-	WHERE receiver = $1 AND sender = $2`
+// settleLaneSQL settles a lane after a delivery round. If owner $3 still
+// holds it, it is next due at $4, parked or not ($5), and claimed until $6
+// by $7 (the zero time and no owner release it); a lane whose claim lapsed
+// and went to another owner keeps that owner's claim (the owner check is
+// made under the row's lock, so it holds across instances).
+const settleLaneSQL = `UPDATE lanes SET next_at = $4, parked = $5, claim_until = $6, owner = $7
+	WHERE receiver = $1 AND sender = $2 AND owner = $3`
 
-// Complete implements core.Store. Lanes are processed in key order, messages
-// before lanes, the lock order every write follows, to keep deadlocks (which
-// are retried) rare.
+// Complete implements core.Store, in one round trip: the outcomes and the
+// lanes' settlements go as one batch, which PostgreSQL runs as one
+// (implicit) transaction. Lanes are processed in key order, messages
+// before lanes, the lock order every write follows, to keep deadlocks
+// (which are retried) rare.
 func (s *Store) Complete(ctx context.Context, owner string, results []core.LaneResult) error {
 	results = slices.Clone(results)
 	slices.SortStableFunc(results, func(a, b core.LaneResult) int { return laneCmp(a.Lane, b.Lane) })
+	var outs []core.Outcome
+	for _, lr := range results {
+		outs = append(outs, lr.Outcomes...)
+	}
 	var ended []string
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var outs []core.Outcome
-		for _, lr := range results {
-			outs = append(outs, lr.Outcomes...)
-		}
-		var endedOn map[core.Lane]int
-		var err error
-		if ended, endedOn, err = recordOutcomes(ctx, tx, outs); err != nil {
+	err := s.sendBatch(ctx, func(b *pgx.Batch) error {
+		ended = nil
+		if err := queueOutcomes(b, outs, func(id string, _ core.Lane) { ended = append(ended, id) }); err != nil {
 			return err
 		}
-		var b pgx.Batch
 		for _, lr := range results {
-			b.Queue(settleLaneSQL, lr.Lane.Receiver, lr.Lane.Sender, endedOn[lr.Lane], owner, lr.NextAt, lr.Park, time.Time{}, "")
-			queueDropEmptyLane(&b, lr.Lane)
-			delete(endedOn, lr.Lane)
-		}
-		// Outcomes for messages of lanes the results did not name.
-		queueLaneDecrements(&b, endedOn)
-		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
-			return fmt.Errorf("release lanes: %w", err)
+			b.Queue(settleLaneSQL, lr.Lane.Receiver, lr.Lane.Sender, owner, lr.NextAt, lr.Park, time.Time{}, "")
 		}
 		return nil
 	})
@@ -481,6 +458,29 @@ func (s *Store) Complete(ctx context.Context, owner string, results []core.LaneR
 		}
 	}
 	return nil
+}
+
+// sendBatch sends the batch fill queues as one round trip, which
+// PostgreSQL runs as one implicit transaction (all or nothing), retrying it
+// after a deadlock or serialization failure; fill must reset whatever its
+// callbacks collect, since they run again on a retry.
+func (s *Store) sendBatch(ctx context.Context, fill func(b *pgx.Batch) error) error {
+	for attempt := 1; ; attempt++ {
+		var b pgx.Batch
+		if err := fill(&b); err != nil {
+			return err
+		}
+		err := s.pool.SendBatch(ctx, &b).Close()
+		if err == nil || attempt == maxTxAttempts || !retryable(err) {
+			return err
+		}
+		delay := time.Duration(attempt) * time.Duration(1+rand.IntN(5)) * time.Millisecond
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		}
+	}
 }
 
 // renewLaneSQL follows settleLaneSQL in CompleteRenew's transaction, as a
@@ -518,27 +518,17 @@ func (s *Store) CompleteRenew(ctx context.Context, owner string, res core.LaneRe
 	}
 	var next []*core.Message
 	var ended []string
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		next = nil
-		var endedOn map[core.Lane]int
-		var err error
-		if ended, endedOn, err = recordOutcomes(ctx, tx, res.Outcomes); err != nil {
+	err := s.sendBatch(ctx, func(b *pgx.Batch) error {
+		next, ended = nil, nil
+		if err := queueOutcomes(b, res.Outcomes, func(id string, _ core.Lane) { ended = append(ended, id) }); err != nil {
 			return err
 		}
-		var b pgx.Batch
-		b.Queue(settleLaneSQL, res.Lane.Receiver, res.Lane.Sender, endedOn[res.Lane], owner, now, false, claimUntil, owner)
+		b.Queue(settleLaneSQL, res.Lane.Receiver, res.Lane.Sender, owner, now, false, claimUntil, owner)
 		b.Queue(renewLaneSQL, res.Lane.Receiver, res.Lane.Sender, now, perLane, owner, s.readBytes).Query(func(rows pgx.Rows) error {
 			ms, err := collectMessages(rows, nil)
 			next = ms
 			return err
 		})
-		queueDropEmptyLane(&b, res.Lane)
-		delete(endedOn, res.Lane)
-		// Outcomes for messages of other lanes.
-		queueLaneDecrements(&b, endedOn)
-		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
-			return fmt.Errorf("renew lane: %w", err)
-		}
 		return nil
 	})
 	if err != nil {
@@ -549,26 +539,6 @@ func (s *Store) CompleteRenew(ctx context.Context, owner string, res core.LaneRe
 		s.signalDue() // released, as by Complete
 	}
 	return next, nil
-}
-
-// recordOutcomes records outs in tx (see queueOutcomes) and returns the ids
-// of the messages that ended and how many ended on each lane.
-func recordOutcomes(ctx context.Context, tx pgx.Tx, outs []core.Outcome) ([]string, map[core.Lane]int, error) {
-	var ended []string
-	endedOn := make(map[core.Lane]int)
-	var b pgx.Batch
-	if err := queueOutcomes(&b, outs, func(id string, l core.Lane) {
-		ended = append(ended, id)
-		endedOn[l]++
-	}); err != nil {
-		return nil, nil, err
-	}
-	if b.Len() > 0 {
-		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
-			return nil, nil, fmt.Errorf("record outcomes: %w", err)
-		}
-	}
-	return ended, endedOn, nil
 }
 
 // historyFrom is appendHistory for set-based updates: the event is column
@@ -664,33 +634,6 @@ func retryDetail(o core.Outcome) string {
 	return "retry"
 }
 
-// queueDropEmptyLane deletes a lane with nothing queued and no claim.
-func queueDropEmptyLane(b *pgx.Batch, l core.Lane) {
-	b.Queue("DELETE FROM lanes WHERE receiver = $1 AND sender = $2 AND pending <= 0 AND claim_until = "+zeroTS, l.Receiver, l.Sender)
-}
-
-// queueLaneDecrements takes ended messages off their lanes' pending counts.
-func queueLaneDecrements(b *pgx.Batch, ended map[core.Lane]int) {
-	lanes := make([]core.Lane, 0, len(ended))
-	for l := range ended {
-		lanes = append(lanes, l)
-	}
-	slices.SortFunc(lanes, laneCmp)
-	for _, l := range lanes {
-		b.Queue("UPDATE lanes SET pending = pending - $3 WHERE receiver = $1 AND sender = $2", l.Receiver, l.Sender, ended[l])
-		queueDropEmptyLane(b, l)
-	}
-}
-
-func decrementLanes(ctx context.Context, tx pgx.Tx, ended map[core.Lane]int) error {
-	if len(ended) == 0 {
-		return nil
-	}
-	var b pgx.Batch
-	queueLaneDecrements(&b, ended)
-	return tx.SendBatch(ctx, &b).Close()
-}
-
 // ExpireDue implements core.Store.
 func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int) ([]*core.Receipt, error) {
 	var out []*core.Receipt
@@ -704,14 +647,7 @@ func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int) ([]*cor
 			FROM due WHERE m.seq = due.seq
 			RETURNING `+receiptCols("m"),
 			now, lim(limit), event(now, core.StatusTimeout, "ttl passed before delivery")))
-		if err != nil {
-			return err
-		}
-		ended := make(map[core.Lane]int)
-		for _, r := range out {
-			ended[core.Lane{Receiver: r.Receiver, Sender: r.Sender}]++
-		}
-		return decrementLanes(ctx, tx, ended)
+		return err
 	})
 	if err != nil {
 		return nil, wrap("expire", err)
@@ -731,8 +667,8 @@ func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int) ([]*cor
 func (s *Store) Wake(ctx context.Context, receiver string, now time.Time) (int, error) {
 	var depth int
 	err := s.pool.QueryRow(ctx, `WITH w AS (
-			UPDATE lanes SET parked = false, next_at = LEAST(next_at, $2) WHERE receiver = $1 RETURNING pending
-		) SELECT COALESCE(SUM(pending), 0) FROM w`, receiver, now).Scan(&depth)
+			UPDATE lanes SET parked = false, next_at = LEAST(next_at, $2) WHERE receiver = $1
+		) SELECT count(*) FROM messages WHERE state = 0 AND receiver = $1`, receiver, now).Scan(&depth)
 	if err != nil {
 		return 0, wrap("wake", err)
 	}
@@ -745,7 +681,7 @@ func (s *Store) Wake(ctx context.Context, receiver string, now time.Time) (int, 
 // QueueDepth implements core.Store.
 func (s *Store) QueueDepth(ctx context.Context, receiver string) (int, error) {
 	var depth int
-	if err := s.pool.QueryRow(ctx, "SELECT COALESCE(SUM(pending), 0) FROM lanes WHERE receiver = $1", receiver).Scan(&depth); err != nil {
+	if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM messages WHERE state = 0 AND receiver = $1", receiver).Scan(&depth); err != nil {
 		return 0, wrap("queue depth", err)
 	}
 	return depth, nil
@@ -784,20 +720,15 @@ func (s *Store) Pull(ctx context.Context, receiver string, now, visibleAt time.T
 		if err != nil {
 			return err
 		}
-		endedOn := make(map[core.Lane]int)
 		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*core.Message, error) {
 			var sender string
 			m, err := scanMessage(r, &sender)
 			if err == nil {
-				endedOn[core.Lane{Receiver: receiver, Sender: sender}]++
 				ended = append(ended, m.ID)
 			}
 			return m, err
 		})
-		if err != nil {
-			return err
-		}
-		return decrementLanes(ctx, tx, endedOn)
+		return err
 	})
 	if err != nil {
 		return nil, wrap("pull", err)
@@ -815,27 +746,26 @@ func (s *Store) Ack(ctx context.Context, receiver string, ids []string, now time
 		return 0, nil
 	}
 	var ended []string
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	var err error
+	for range maxTxAttempts {
 		ended = ended[:0]
-		rows, err := tx.Query(ctx, `UPDATE messages SET state = 1, status = 'delivered', attempts = GREATEST(attempts, 1), updated_at = $3,
+		var rows pgx.Rows
+		rows, err = s.pool.Query(ctx, `UPDATE messages SET state = 1, status = 'delivered', attempts = GREATEST(attempts, 1), updated_at = $3,
 				claim_until = `+zeroTS+`, `+appendHistory("$4")+`
 			WHERE receiver = $1 AND id = ANY($2) AND state = 0
-			RETURNING id, sender`,
+			RETURNING id`,
 			receiver, ids, now, event(now, core.StatusDelivered, "acknowledged"))
-		if err != nil {
-			return err
+		if err == nil {
+			var id string
+			_, err = pgx.ForEachRow(rows, []any{&id}, func() error {
+				ended = append(ended, id)
+				return nil
+			})
 		}
-		endedOn := make(map[core.Lane]int)
-		var id, sender string
-		if _, err := pgx.ForEachRow(rows, []any{&id, &sender}, func() error {
-			ended = append(ended, id)
-			endedOn[core.Lane{Receiver: receiver, Sender: sender}]++
-			return nil
-		}); err != nil {
-			return err
+		if err == nil || !retryable(err) {
+			break
 		}
-		return decrementLanes(ctx, tx, endedOn)
-	})
+	}
 	if err != nil {
 		return 0, wrap("ack", err)
 	}
@@ -881,8 +811,8 @@ func (s *Store) Replay(ctx context.Context, id string, now, expiresAt time.Time)
 		if err != nil {
 			return wrap("replay", err)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO lanes (receiver, sender, pending, next_at) VALUES ($1, $2, 1, $3)
-			ON CONFLICT (receiver, sender) DO UPDATE SET pending = lanes.pending + 1, parked = false`,
+		if _, err := tx.Exec(ctx, `INSERT INTO lanes (receiver, sender, pending, next_at) VALUES ($1, $2, 0, $3)
+			ON CONFLICT (receiver, sender) DO UPDATE SET parked = false`,
 			out.Receiver, out.Sender, now); err != nil {
 			return wrap("replay", err)
 		}
@@ -895,14 +825,21 @@ func (s *Store) Replay(ctx context.Context, id string, now, expiresAt time.Time)
 	return out, nil
 }
 
-// PurgeBefore implements core.Store.
+// PurgeBefore implements core.Store. Its last round (fewer than limit
+// deleted) also sweeps the lanes (lanes.go).
 func (s *Store) PurgeBefore(ctx context.Context, t time.Time, limit int) (int, error) {
 	tag, err := s.pool.Exec(ctx, `DELETE FROM messages WHERE seq IN (
 		SELECT seq FROM messages WHERE state = 1 AND updated_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`, t, lim(limit))
 	if err != nil {
 		return 0, wrap("purge", err)
 	}
-	return int(tag.RowsAffected()), nil
+	n := int(tag.RowsAffected())
+	if n < lim(limit) { // the last round of a purge: tidy the lanes too
+		if err := s.sweepLanes(ctx); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // QueueBytes implements core.QueueSizer: the stored size of a receiver's

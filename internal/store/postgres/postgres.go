@@ -79,7 +79,12 @@ type Store struct {
 	mu       sync.Mutex
 	due      bool
 	receipts []string
+	rechecks []recheck // lanes deleted, to look at again (lanes.go)
 	kick     chan struct{}
+
+	// Accepts waiting for a batch (accept.go).
+	accepts  chan *acceptReq
+	acceptWG sync.WaitGroup
 
 	quit      chan struct{}
 	done      chan struct{}
@@ -132,6 +137,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	s.notifier = newNotifier(pool, prefix+"_listener", log)
 	go s.notifyLoop()
+	s.startAcceptors()
+	s.acceptWG.Add(1)
+	go s.recheckLoop()
 	return s, nil
 }
 
@@ -140,6 +148,16 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.quit)
+		s.acceptWG.Wait()
+		for {
+			select {
+			case q := <-s.accepts:
+				q.done <- acceptAns{err: errors.New("postgres: store closed")}
+				continue
+			default:
+			}
+			break
+		}
 		<-s.done
 		s.notifier.Close()
 		s.pool.Close()
@@ -163,8 +181,10 @@ func (s *Store) Notifier() *Notifier { return s.notifier }
 // payload is empty.
 func (s *Store) DueChannel() string { return s.dueChan }
 
-// ReceiptChannel is the channel notified when a message reaches a terminal
-// status; its payload is the message id.
+// ReceiptChannel is the channel notified when messages reach a terminal
+// status; its payload is their ids, one a line (see ReceiptIDs): one
+// notification carries the ids of many, since each NOTIFY is queued and
+// signalled to every listening session.
 func (s *Store) ReceiptChannel() string { return s.receiptChan }
 
 // signalDue and signalReceipts queue notifications; call them only after the
@@ -224,11 +244,45 @@ func (s *Store) flushNotifications() {
 		b.Queue("SELECT pg_notify($1, '')", s.dueChan)
 	}
 	if len(receipts) > 0 {
-		b.Queue("SELECT pg_notify($1, id) FROM unnest($2::text[]) AS id", s.receiptChan, receipts)
+		for _, p := range receiptPayloads(receipts) {
+			b.Queue("SELECT pg_notify($1, $2)", s.receiptChan, p)
+		}
 	}
 	if err := s.pool.SendBatch(ctx, &b).Close(); err != nil {
 		s.log.Warn("postgres: send notifications", "err", err)
 	}
+}
+
+// maxPayload is the most a receipt notification carries (PostgreSQL's
+// limit is 8000 bytes).
+const maxPayload = 7900
+
+// receiptPayloads joins ids into as few payloads as fit, one id a line.
+func receiptPayloads(ids []string) []string {
+	var out []string
+	var b strings.Builder
+	for _, id := range ids {
+		if b.Len() > 0 && b.Len()+1+len(id) > maxPayload {
+			out = append(out, b.String())
+			b.Reset()
+		}
+		if b.Len() > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(id)
+	}
+	if b.Len() > 0 {
+		out = append(out, b.String())
+	}
+	return out
+}
+
+// ReceiptIDs splits a ReceiptChannel payload into message ids.
+func ReceiptIDs(payload string) []string {
+	if payload == "" {
+		return nil
+	}
+	return strings.Split(payload, "\n")
 }
 
 // maxTxAttempts bounds how often a transaction is retried after a deadlock

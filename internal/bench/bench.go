@@ -90,18 +90,18 @@ type Config struct {
 
 // Result is what a run measured.
 type Result struct {
-	Senders   int           `json:"senders"`
-	Receivers int           `json:"receivers"`
+	Senders   int `json:"senders"`
+	Receivers int `json:"receivers"`
 	// Lanes is the (sender agent, receiver) pairs the load went through.
-	Lanes int `json:"lanes"`
-	Rate      float64       `json:"rate,omitempty"` // the open-loop target rate, messages/s
-	Receive   string        `json:"receive"`
-	IDs       string        `json:"ids"` // how message ids were made (Config.IDs)
-	Hubs      []string      `json:"hubs"`
-	Duration  time.Duration `json:"duration_ns"`
-	Sent      int64         `json:"sent"`
-	Accepted  int64         `json:"accepted"`
-	Errors    int64         `json:"errors"`
+	Lanes    int           `json:"lanes"`
+	Rate     float64       `json:"rate,omitempty"` // the open-loop target rate, messages/s
+	Receive  string        `json:"receive"`
+	IDs      string        `json:"ids"` // how message ids were made (Config.IDs)
+	Hubs     []string      `json:"hubs"`
+	Duration time.Duration `json:"duration_ns"`
+	Sent     int64         `json:"sent"`
+	Accepted int64         `json:"accepted"`
+	Errors   int64         `json:"errors"`
 	// RateLimited counts sends the hub refused with 429; the sender then
 	// waits for the answer's Retry-After (100 ms without one).
 	RateLimited    int64   `json:"rate_limited,omitempty"`

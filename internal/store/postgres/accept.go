@@ -221,7 +221,7 @@ func (s *Store) acceptMany(batch []*acceptReq) error {
 		ids, senders, receivers, statuses, convs, corrs []string
 		states                                          []int16
 		hists, pulledHists                              []string
-		expires, created, updated, received            []time.Time
+		expires, created, updated, received             []time.Time
 		pullAt, pullUntil                               []time.Time
 		bodies                                          [][]byte
 		maxes                                           []int32

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -85,4 +87,33 @@ func TestReceiptPayloads(t *testing.T) {
 	if receiptPayloads(nil) != nil || ReceiptIDs("") != nil {
 		t.Error("no ids, some payload")
 	}
+}
+
+func TestFlightsShareOneRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var f flights[int]
+		var calls atomic.Int32
+		release := make(chan struct{})
+		got := make(chan int, 8)
+		for range 8 {
+			go func() {
+				v, _ := f.do("bob", func() (int, error) { calls.Add(1); <-release; return 42, nil })
+				got <- v
+			}()
+		}
+		synctest.Wait()
+		close(release)
+		for range 8 {
+			if v := <-got; v != 42 {
+				t.Fatalf("got %d", v)
+			}
+		}
+		if calls.Load() != 1 {
+			t.Errorf("%d reads for 8 concurrent callers", calls.Load())
+		}
+		// Once done, the next call reads again.
+		if v, _ := f.do("bob", func() (int, error) { calls.Add(1); return 7, nil }); v != 7 || calls.Load() != 2 {
+			t.Errorf("a later call: %d after %d reads", v, calls.Load())
+		}
+	})
 }

@@ -678,13 +678,16 @@ func (s *Store) Wake(ctx context.Context, receiver string, now time.Time) (int, 
 	return depth, nil
 }
 
-// QueueDepth implements core.Store.
+// QueueDepth implements core.Store. Concurrent calls for one receiver
+// share one query.
 func (s *Store) QueueDepth(ctx context.Context, receiver string) (int, error) {
-	var depth int
-	if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM messages WHERE state = 0 AND receiver = $1", receiver).Scan(&depth); err != nil {
-		return 0, wrap("queue depth", err)
-	}
-	return depth, nil
+	return s.depthReads.do(receiver, func() (int, error) {
+		var depth int
+		if err := s.pool.QueryRow(context.WithoutCancel(ctx), "SELECT count(*) FROM messages WHERE state = 0 AND receiver = $1", receiver).Scan(&depth); err != nil {
+			return 0, wrap("queue depth", err)
+		}
+		return depth, nil
+	})
 }
 
 // Pull implements core.Store. Concurrent pullers of one receiver skip each
@@ -844,11 +847,14 @@ func (s *Store) PurgeBefore(ctx context.Context, t time.Time, limit int) (int, e
 
 // QueueBytes implements core.QueueSizer: the stored size of a receiver's
 // queued messages (length reads a large body's size from its TOAST
-// pointer, without fetching it).
+// pointer, without fetching it). Concurrent calls for one receiver share
+// one query.
 func (s *Store) QueueBytes(ctx context.Context, receiver string) (int64, error) {
-	var n int64
-	if err := s.pool.QueryRow(ctx, "SELECT COALESCE(SUM(length(body)), 0)::bigint FROM messages WHERE state = 0 AND receiver = $1", receiver).Scan(&n); err != nil {
-		return 0, wrap("queue bytes", err)
-	}
-	return n, nil
+	return s.byteReads.do(receiver, func() (int64, error) {
+		var n int64
+		if err := s.pool.QueryRow(context.WithoutCancel(ctx), "SELECT COALESCE(SUM(length(body)), 0)::bigint FROM messages WHERE state = 0 AND receiver = $1", receiver).Scan(&n); err != nil {
+			return 0, wrap("queue bytes", err)
+		}
+		return n, nil
+	})
 }

@@ -74,6 +74,9 @@ type Store struct {
 	receiptChan string
 	notifier    *Notifier
 	readBytes   int64
+	// Queue sizes read by concurrent callers share one query.
+	depthReads flights[int]
+	byteReads  flights[int64]
 
 	// Pending notifications, sent by the notify loop after commit.
 	mu       sync.Mutex

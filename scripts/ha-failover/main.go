@@ -424,4 +424,3 @@ func must(err error) {
 		fatal(err)
 	}
 }
-

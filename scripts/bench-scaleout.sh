@@ -93,7 +93,12 @@ for round in $(seq 1 "$rounds"); do
 			list=$(IFS=,; echo "${hubs[*]}")
 			load=$(cut -d' ' -f1 /proc/loadavg)
 			pg0=$(pgcpu)
-			out=$("$bin" bench --hubs "$list" --token "$token" --senders 64 --sender-agents "$l" --duration "${secs}s" --json --quiet)
+			if ! out=$("$bin" bench --hubs "$list" --token "$token" --senders 64 --sender-agents "$l" --duration "${secs}s" --json --quiet 2>"$work/bench.err"); then
+				echo "$setup lanes $l: bench failed: $(tail -3 "$work/bench.err")"
+				for p in "${pids[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done
+				pids=()
+				continue
+			fi
 			pg1=$(pgcpu)
 			python3 - "$setup" "$l" "$load" "$pg0" "$pg1" "$out" <<'EOF'
 import json, sys

@@ -1,45 +1,119 @@
 #!/usr/bin/env bash
-# scripts/bench-scaleout.sh — throughput of 1, 2 and 3 hub instances on one
-# PostgreSQL (durable settings: fsync and synchronous_commit on), 64 senders
-# spread across the instances, 10 s per run. Prints one line per run.
+# scripts/bench-scaleout.sh — the embedded hub and 1 and 2 hubs on one
+# PostgreSQL, side by side in one run: for each round, for each lane count,
+# each setup gets a fresh store and a fresh hub (auth on, durable: SQLite
+# fsync on every commit; PostgreSQL fsync and synchronous_commit on) and a
+# `switchboard bench` of SECONDS with 64 senders, receiving by push. The
+# setups are interleaved, so a change in the shared machine's load hits
+# them alike. Prints one line per run: accepted/s, delivered/s, send p99,
+# the hubs' CPU per message and PostgreSQL's (its processes' user+system
+# time from /proc over the run, per accepted message), and the load
+# average.
 #
-#   scripts/bench-scaleout.sh [SECONDS] [PORT]
+#   scripts/bench-scaleout.sh [SECONDS] [ROUNDS] [LANES] [SETUPS] [PORT]
+#
+# LANES is a comma list of lane counts (sender agents × 1 receiver;
+# default 1,16), SETUPS of embedded, pg1, pg2, pg3 (default all but pg3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-secs=${1:-10}
-port=${2:-25440}
-bin=$(mktemp -d)/switchboard
+secs=${1:-8}
+rounds=${2:-1}
+lanes=${3:-1,16}
+setups=${4:-embedded,pg1,pg2}
+port=${5:-25440}
+work=$(mktemp -d /tmp/switchboard-scaleout.XXXXXX)
+chmod 755 "$work"
+bin=$work/switchboard
 go build -o "$bin" ./cmd/switchboard
-pgdir=$(mktemp -d /tmp/switchboard-pg-bench.XXXXXX)
-chmod 755 "$pgdir"
+pgdir=$work/pg
 base=$(PGTEST_FAST= scripts/postgres-test-server.sh start "$pgdir" "$port")
+token=sba_bench-admin-token
 pids=()
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	scripts/postgres-test-server.sh stop "$pgdir" >/dev/null 2>&1 || true
+	rm -rf "$work"
 }
 trap cleanup EXIT
-for n in 1 2 3; do
-	db="bench${n}_$$"
-	psql -q "$base" -c "CREATE DATABASE $db" >/dev/null
-	url="${base%/*}/$db?sslmode=disable"
-	"$bin" migrate --store "$url" >/dev/null
-	hubs=()
-	pids=()
-	for i in $(seq 1 "$n"); do
-		addr="127.0.0.1:$((18180 + i))"
-		"$bin" serve --dev --addr "$addr" --store "$url" --log-level warn 2>/dev/null &
-		pids+=($!)
-		hubs+=("http://$addr")
+
+# pgcpu prints the CPU seconds (user+system) used so far by the cluster's
+# processes: the postmaster and its children.
+pgcpu() {
+	local pm
+	pm=$(head -1 "$pgdir/postmaster.pid")
+	local tck
+	tck=$(getconf CLK_TCK)
+	awk -v pm="$pm" -v tck="$tck" '
+		FNR == 1 {
+			sub(/.*\) /, "")  # fields after the command name
+			split($0, f, " ")
+			# f[2] is the parent pid, f[12] utime, f[13] stime (fields 4, 14, 15 of stat)
+			if (pid == pm || f[2] == pm) total += f[12] + f[13]
+		}
+		FNR == 1 { pid = "" }
+		BEGINFILE { n = split(FILENAME, p, "/"); pid = p[3] }
+		END { printf "%.3f\n", total / tck }' /proc/[0-9]*/stat 2>/dev/null
+}
+
+freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+
+run=0
+for round in $(seq 1 "$rounds"); do
+	for l in ${lanes//,/ }; do
+		for setup in ${setups//,/ }; do
+			run=$((run + 1))
+			hubs=()
+			pids=()
+			db=""
+			case $setup in
+			embedded) n=1 ;;
+			pg*) n=${setup#pg}
+				db="bench_${run}_$$"
+				psql -q "$base" -c "CREATE DATABASE $db" >/dev/null
+				url="${base%/*}/$db?sslmode=disable"
+				"$bin" migrate --store "$url" >/dev/null ;;
+			*) echo "unknown setup $setup" >&2; exit 2 ;;
+			esac
+			for i in $(seq 1 "$n"); do
+				addr="127.0.0.1:$(freeport)"
+				mkdir -p "$work/h$run-$i"
+				if [ -n "$db" ]; then
+					"$bin" serve --addr "$addr" --store "$url" --admin-token "$token" --rate-limit -1 \
+						--allow-loopback-callbacks --data "$work/h$run-$i" --log-level warn 2>"$work/h$run-$i.log" &
+				else
+					"$bin" serve --addr "$addr" --admin-token "$token" --rate-limit -1 \
+						--allow-loopback-callbacks --data "$work/h$run-$i" --log-level warn 2>"$work/h$run-$i.log" &
+				fi
+				pids+=($!)
+				hubs+=("http://$addr")
+			done
+			for h in "${hubs[@]}"; do
+				until curl -sf "$h/readyz" >/dev/null; do sleep 0.1; done
+			done
+			list=$(IFS=,; echo "${hubs[*]}")
+			load=$(cut -d' ' -f1 /proc/loadavg)
+			pg0=$(pgcpu)
+			if ! out=$("$bin" bench --hubs "$list" --token "$token" --senders 64 --sender-agents "$l" --duration "${secs}s" --json --quiet 2>"$work/bench.err"); then
+				echo "$setup lanes $l: bench failed: $(tail -3 "$work/bench.err")"
+				for p in "${pids[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done
+				pids=()
+				continue
+			fi
+			pg1=$(pgcpu)
+			python3 - "$setup" "$l" "$load" "$pg0" "$pg1" "$out" <<'EOF'
+import json, sys
+setup, lanes, load, pg0, pg1, out = sys.argv[1:]
+r = json.loads(out)
+acc = r["accepted"]
+pg = (float(pg1) - float(pg0)) / acc * 1e6 if acc and setup != "embedded" else 0
+print(f"{setup:8s} lanes {int(lanes):2d}: accepted {r['accepted_per_sec']:7.0f}/s delivered {r['delivered_per_sec']:7.0f}/s "
+      f"send p50 {r['send_p50_ns']/1e6:6.1f} ms p99 {r['send_p99_ns']/1e6:6.1f} ms, "
+      f"CPU/msg hub {r.get('hub_cpu_per_message_ns', 0)/1e3:5.0f} us postgres {pg:5.0f} us, "
+      f"errors {r['errors']}, duplicates {r['duplicate_deliveries']}, load {load}")
+EOF
+			for p in "${pids[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done
+			pids=()
+			if [ -n "$db" ]; then psql -q "$base" -c "DROP DATABASE $db" >/dev/null; fi
+		done
 	done
-	for h in "${hubs[@]}"; do
-		until curl -sf "$h/readyz" >/dev/null; do sleep 0.1; done
-	done
-	list=$(IFS=,; echo "${hubs[*]}")
-	printf 'instances %d (load %s): ' "$n" "$(cut -d' ' -f1-3 /proc/loadavg)"
-	"$bin" bench --hubs "$list" --senders 64 --duration "${secs}s" --quiet | tr '\n' ' '
-	echo
-	for p in "${pids[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done
-	pids=()
-	psql -q "$base" -c "DROP DATABASE $db" >/dev/null
 done

@@ -29,6 +29,7 @@ func runBench(ctx context.Context, args []string, s stdio) int {
 	fs.IntVar(&c.Payload, "payload", 64, "payload text size in bytes")
 	fs.DurationVar(&c.TTL, "ttl", time.Minute, "message TTL")
 	fs.DurationVar(&c.Drain, "drain", 30*time.Second, "how long to wait for outstanding deliveries")
+	fs.IntVar(&c.SenderAgents, "sender-agents", 0, "sender agents the senders speak as (sender i as agent i mod N; 0: one per sender): N × --receivers lanes carry the load; 1 with --receivers 1 puts every message in one (sender, receiver) lane")
 	fs.IntVar(&c.Receivers, "receivers", 1, "receivers to register; each sender sends to them in turn (with --receive stream, each holds its own stream)")
 	fs.StringVar(&c.Receive, "receive", bench.ReceivePush, "how the receiver gets messages: push (a local callback URL; works with any ATP relay) or stream (Switchboard's /atp/stream with batched /atp/ack)")
 	fs.StringVar(&c.IDs, "ids", bench.IDsOrdered, "how senders make message ids: ordered (UUIDv7s, growing with time, as the Go client makes them), random (128 random bits, like UUIDv4s) or sender (the sender's number and a count)")

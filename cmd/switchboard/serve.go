@@ -42,11 +42,19 @@ func runServe(ctx context.Context, args []string, s stdio) int {
 	fs.DurationVar(&o.Relay.Retention, "retention", d.Relay.Retention, "how long receipts of finished messages, and finished A2A tasks (at least 2h), are kept")
 	fs.DurationVar(&o.Relay.DeliverTimeout, "deliver-timeout", d.Relay.DeliverTimeout, "how long one delivery attempt may take before it counts as failed and is retried")
 	fs.IntVar(&o.Relay.MaxQueue, "max-queue", d.Relay.MaxQueue, "queued messages per receiver before sends are refused with 429 (-1: no limit)")
+	maxQueueBytes := fs.String("max-queue-bytes", "1GiB", "bytes of queued messages per receiver before sends are refused with 429 queue_full (0: no limit)")
+	memBudget := fs.String("memory-budget", envOr("SWITCHBOARD_MEMORY_BUDGET", "auto"), "how much memory the hub may take on above its idle size: a third for what it holds for clients — request bodies being handled (4× their size), cached and claimed messages; a request that finds no room within a second gets 507 over_budget with Retry-After —, the rest for the garbage collector's headroom (the Go runtime's soft memory limit is set from it, unless GOMEMLIMIT is set) and memory outside Go's heap (auto: a quarter of the machine's or cgroup's memory; off: none; env SWITCHBOARD_MEMORY_BUDGET)")
 	fs.IntVar(&o.Relay.MaxAgents, "max-agents", d.Relay.MaxAgents, "registered agents (alive or not, the hub's own push and callback agents included) before registering a new agent id is refused with 507 agent_limit (0: no limit)")
-	fs.IntVar(&o.MaxConns, "max-conns", 0, "client connections held at once; one more is closed unanswered (0: 10000, or the open-file limit less 512 if lower; -1: no bound)")
+	fs.IntVar(&o.MaxConns, "max-conns", 0, "client connections held at once; past it the oldest waiting connection (idle keep-alive, or not yet sending) is closed to make room, or the new one is closed unanswered if none waits (0: 10000, or the open-file limit less 512 if lower; -1: no bound)")
+	fs.IntVar(&o.MaxConnsPerClient, "max-conns-per-client", hub.DefaultMaxConnsPerClient, "connections one client address may hold; past it its oldest waiting connection is closed, or the new one if none waits (-1: no bound; raise it behind a proxy, whose connections all come from one address)")
+	fs.IntVar(&o.MaxIdlePerClient, "max-idle-per-client", hub.DefaultMaxIdlePerClient, "connections one client address may keep waiting (idle keep-alive, or not yet sending); past it its oldest is closed (-1: no bound)")
+	fs.DurationVar(&o.IdleTimeout, "idle-timeout", hub.DefaultIdleTimeout, "how long a keep-alive connection may idle between requests")
+	fs.DurationVar(&o.HeaderTimeout, "header-timeout", hub.DefaultHeaderTimeout, "how long a request's headers may take to arrive (a new connection that sends nothing is closed after it)")
 	fs.IntVar(&o.Relay.MaxStreams, "max-streams", d.Relay.MaxStreams, "event streams (GET /atp/stream, and MAMP conversation streams) one agent may hold open on this hub; opening one more ends the oldest (-1: no limit)")
 	fs.DurationVar(&o.Relay.ClaimLease, "claim-lease", d.Relay.ClaimLease, "how long an instance owns the delivery lanes it claimed (renewed as it delivers; at least 10/9 of --deliver-timeout); another instance takes over a crashed one's lanes after it")
 	fs.StringVar(&o.Sync, "sync", d.Sync, "embedded store durability: full (fsync every commit: survives power loss) or normal (survives kill -9 of the hub, not a machine crash; faster)")
+	fs.StringVar(&o.Recover, "recover", "", "when the embedded store is found damaged or missing at start (the hub refuses to start otherwise): salvage (move the damaged files to DATA/damaged-TIME/ and copy what can still be read into a new database) or fresh (move them there and start empty); a healthy store is opened as it is")
+	fs.StringVar(&o.IntegrityCheck, "integrity-check", "quick", "the embedded store's check at start: quick (reads every page: 0.4-0.7 s for a 500 MiB database here), full (also compares indexes with tables; slower) or off")
 	fs.BoolVar(&o.NoSync, "no-sync", false, "do not fsync the embedded store (benchmarks only: a crash can lose accepted messages)")
 	fs.BoolVar(&o.Callbacks.AllowLoopback, "allow-loopback-callbacks", false, "let the hub call loopback addresses (on by default with --dev)")
 	fs.BoolVar(&o.Callbacks.AllowPrivate, "allow-private-callbacks", false, "let the hub call private-range addresses (on by default with --dev)")
@@ -105,6 +113,23 @@ Flags:`)
 		return exitUsage
 	}
 	o.BodyTimeout = hubBodyTimeout(o.BodyTimeout)
+	var err error
+	if o.Relay.MaxQueueBytes, err = hub.ParseSize(*maxQueueBytes); err != nil {
+		fmt.Fprintf(s.err, "serve: --max-queue-bytes: %v\n", err)
+		return exitUsage
+	}
+	switch *memBudget {
+	case "auto", "":
+		o.MemoryBudget = hub.DefaultMemoryBudget()
+	case "off", "-1":
+		o.MemoryBudget = -1
+	default:
+		if o.MemoryBudget, err = hub.ParseSize(*memBudget); err != nil || o.MemoryBudget == 0 {
+			fmt.Fprintf(s.err, "serve: --memory-budget: want a size such as 512MiB, auto or off\n")
+			return exitUsage
+		}
+	}
+
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
 		fmt.Fprintf(s.err, "serve: bad --log-level: %v\n", err)
@@ -122,7 +147,8 @@ Flags:`)
 	firstStart := !o.Dev && o.AdminToken == "" && os.Getenv("SWITCHBOARD_ADMIN_TOKEN") == "" && errors.Is(statErr, iofs.ErrNotExist)
 	log := slog.New(slog.NewJSONHandler(s.err, &slog.HandlerOptions{Level: lvl}))
 	o.Logger, o.Version = log, version
-	stopTracing, err := tracing.Setup(ctx, "switchboard", version)
+	stopTracing, err2 := tracing.Setup(ctx, "switchboard", version)
+	err = err2
 	if err != nil {
 		fmt.Fprintf(s.err, "serve: %v\n", err)
 		return exitFailure
@@ -144,6 +170,7 @@ Flags:`)
 		return exitFailure
 	}
 	defer h.Close()
+	hub.SetMemoryLimit(o.MemoryBudget)
 	ln, err := net.Listen("tcp", o.Addr)
 	if err != nil {
 		fmt.Fprintf(s.err, "serve: %v\n", err)

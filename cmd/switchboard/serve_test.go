@@ -61,7 +61,8 @@ func TestServeBodyTimeoutFlag(t *testing.T) {
 }
 
 // TestServeMaxConnsFlag: the real binary with --max-conns 2 serves two
-// held connections and closes a third unanswered.
+// held connections; a third takes the place of the oldest, which is idle
+// and closed to make room.
 func TestServeMaxConnsFlag(t *testing.T) {
 	addr := proctest.StartHub(t, "", "--dev", "--data", t.TempDir(), "--max-conns", "2").Addr
 	http.DefaultClient.CloseIdleConnections() // the readiness probe's connection
@@ -89,6 +90,7 @@ func TestServeMaxConnsFlag(t *testing.T) {
 	}
 	// Until the hub has seen the probe's connection close, it may still
 	// count it; so each held connection gets a few tries.
+	var held []net.Conn
 	for i := range 2 {
 		var c net.Conn
 		waitfor.OK(t, fmt.Sprintf("connection %d within --max-conns 2 to be served", i+1), func() (err error) {
@@ -96,9 +98,15 @@ func TestServeMaxConnsFlag(t *testing.T) {
 			return err
 		})
 		defer c.Close()
+		held = append(held, c)
 	}
-	if c, err := get(); err == nil {
-		c.Close()
-		t.Fatal("a third connection was served with --max-conns 2")
+	c, err := get()
+	if err != nil {
+		t.Fatalf("a third connection, with idle ones to close: %v", err)
+	}
+	c.Close()
+	_ = held[0].SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := held[0].Read(make([]byte, 1)); err == nil {
+		t.Fatal("the oldest idle connection was not closed to make room")
 	}
 }

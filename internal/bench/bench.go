@@ -66,6 +66,12 @@ type Config struct {
 	// sends its messages to them in turn. With ReceiveStream each holds
 	// its own stream.
 	Receivers int
+	// SenderAgents is how many sender agents the senders speak as [Senders]:
+	// sender i speaks as agent i % SenderAgents, so SenderAgents ×
+	// Receivers (sender, receiver) lanes carry the load — 1 and 1 put
+	// every message in one lane, the case where the hub's per-lane costs
+	// (ordering, the lane's row) show most.
+	SenderAgents int
 	// Rate, when above zero, makes the run open-loop: the senders together
 	// send Rate messages a second on a fixed schedule (each sender every
 	// Senders/Rate seconds, staggered), whatever the relay's speed, and a
@@ -86,16 +92,18 @@ type Config struct {
 
 // Result is what a run measured.
 type Result struct {
-	Senders   int           `json:"senders"`
-	Receivers int           `json:"receivers"`
-	Rate      float64       `json:"rate,omitempty"` // the open-loop target rate, messages/s
-	Receive   string        `json:"receive"`
-	IDs       string        `json:"ids"` // how message ids were made (Config.IDs)
-	Hubs      []string      `json:"hubs"`
-	Duration  time.Duration `json:"duration_ns"`
-	Sent      int64         `json:"sent"`
-	Accepted  int64         `json:"accepted"`
-	Errors    int64         `json:"errors"`
+	Senders   int `json:"senders"`
+	Receivers int `json:"receivers"`
+	// Lanes is the (sender agent, receiver) pairs the load went through.
+	Lanes    int           `json:"lanes"`
+	Rate     float64       `json:"rate,omitempty"` // the open-loop target rate, messages/s
+	Receive  string        `json:"receive"`
+	IDs      string        `json:"ids"` // how message ids were made (Config.IDs)
+	Hubs     []string      `json:"hubs"`
+	Duration time.Duration `json:"duration_ns"`
+	Sent     int64         `json:"sent"`
+	Accepted int64         `json:"accepted"`
+	Errors   int64         `json:"errors"`
 	// RateLimited counts sends the hub refused with 429; the sender then
 	// waits for the answer's Retry-After (100 ms without one).
 	RateLimited    int64   `json:"rate_limited,omitempty"`
@@ -161,9 +169,9 @@ func (r Result) String() string {
 	if r.RateLimited > 0 {
 		errText += fmt.Sprintf(", rate-limited %d (waited as told)", r.RateLimited)
 	}
-	return fmt.Sprintf("senders %d%s on %d hub(s), %d receiver(s) by %s, %v: sent %d, accepted %d (%.0f/s), delivered %d (%.0f/s), errors %s, duplicate deliveries %d\n"+
+	return fmt.Sprintf("senders %d%s on %d hub(s), %d receiver(s) by %s, %d lane(s), %v: sent %d, accepted %d (%.0f/s), delivered %d (%.0f/s), errors %s, duplicate deliveries %d\n"+
 		"send latency p50 %s p90 %s p99 %s max %s; end-to-end p50 %s p99 %s%s",
-		r.Senders, load, len(r.Hubs), max(r.Receivers, 1), r.Receive, r.Duration.Round(time.Millisecond), r.Sent, r.Accepted, r.AcceptedPerSec, r.Delivered, r.DeliveredPerSec,
+		r.Senders, load, len(r.Hubs), max(r.Receivers, 1), r.Receive, r.Lanes, r.Duration.Round(time.Millisecond), r.Sent, r.Accepted, r.AcceptedPerSec, r.Delivered, r.DeliveredPerSec,
 		errText, r.Duplicates, ms(r.SendP50), ms(r.SendP90), ms(r.SendP99), ms(r.SendMax), ms(r.E2EP50), ms(r.E2EP99), cpu)
 }
 
@@ -376,10 +384,22 @@ func Run(ctx context.Context, c Config) (out Result, runErr error) {
 	// every send's cost). A hub that issues none (--dev) or refuses the
 	// registration of an agent without a callback (another relay) gets
 	// --token for every sender.
+	agents := c.SenderAgents
+	if agents <= 0 || agents > c.Senders {
+		agents = c.Senders
+	}
 	senderIDs := make([]string, c.Senders)
+	tokens := make([]string, agents)
 	own := 0
 	for s := range senderIDs {
-		senderIDs[s] = fmt.Sprintf("bench-send-%s-%d", run, s)
+		senderIDs[s] = fmt.Sprintf("bench-send-%s-%d", run, s%agents)
+		if s >= agents {
+			if tokens[s%agents] != "" {
+				conns[s].setToken(tokens[s%agents])
+				own++
+			}
+			continue // the agent is registered
+		}
 		if s > 0 && own == 0 {
 			continue // the first sender got no credential: none will
 		}
@@ -395,6 +415,7 @@ func Run(ctx context.Context, c Config) (out Result, runErr error) {
 		}
 		if json.Unmarshal(body, &reg) == nil && reg.Token != "" {
 			conns[s].setToken(reg.Token)
+			tokens[s] = reg.Token
 			own++
 		}
 		made = append(made, agentRef{hubs[s%len(hubs)], senderIDs[s], reg.Token})
@@ -513,7 +534,7 @@ func Run(ctx context.Context, c Config) (out Result, runErr error) {
 	last := rv.last
 	rv.mu.Unlock()
 	sort.Slice(e2e, func(i, j int) bool { return e2e[i] < e2e[j] })
-	res := Result{Senders: c.Senders, SenderCredentials: own, Receivers: c.Receivers, Rate: c.Rate, Receive: c.Receive, IDs: c.IDs, Hubs: hubs, Duration: sendEnd.Sub(start), Sent: sent.Load(), Accepted: accepted.Load(), Errors: errs.Load(), RateLimited: limited.Load(),
+	res := Result{Senders: c.Senders, SenderCredentials: own, Receivers: c.Receivers, Lanes: agents * c.Receivers, Rate: c.Rate, Receive: c.Receive, IDs: c.IDs, Hubs: hubs, Duration: sendEnd.Sub(start), Sent: sent.Load(), Accepted: accepted.Load(), Errors: errs.Load(), RateLimited: limited.Load(),
 		Delivered: rv.received.Load(), Duplicates: rv.dups.Load(),
 		SendP50: pct(all, 50), SendP90: pct(all, 90), SendP99: pct(all, 99), SendMax: pct(all, 100),
 		E2EP50: pct(e2e, 50), E2EP99: pct(e2e, 99)}

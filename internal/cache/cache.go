@@ -7,7 +7,9 @@ import (
 	"time"
 )
 
-// TTL caches values for a fixed time after they were read. Delete and
+// TTL caches values for a fixed time after they were read. Concurrent
+// misses of one key share one read (single flight): when a popular entry
+// expires under load, the store is read once, not once per request. Delete and
 // DeleteFunc drop entries at once, and keep reads that were in flight from
 // caching what they found: a read that began before a change to the store
 // may have read the value the change replaced. It is safe for concurrent
@@ -24,6 +26,14 @@ type TTL[K comparable, V any] struct {
 	reading map[K]int
 	stale   map[K]bool
 	gen     uint64
+	// flights are the reads in flight, shared by concurrent misses.
+	flights map[K]*flight[V]
+}
+
+type flight[V any] struct {
+	done chan struct{}
+	v    V
+	err  error
 }
 
 type entry[V any] struct {
@@ -34,23 +44,36 @@ type entry[V any] struct {
 // New returns a cache that keeps a value for ttl and at most max values
 // (past max it starts over, which is always safe).
 func New[K comparable, V any](ttl time.Duration, max int) *TTL[K, V] {
-	return &TTL[K, V]{ttl: ttl, max: max, m: map[K]entry[V]{}, reading: map[K]int{}, stale: map[K]bool{}}
+	return &TTL[K, V]{ttl: ttl, max: max, m: map[K]entry[V]{}, reading: map[K]int{}, stale: map[K]bool{}, flights: map[K]*flight[V]{}}
 }
 
 // Get returns the cached value for k if it is fresh, or else calls read
-// and caches its value (not its error).
+// and caches its value (not its error). A Get that misses while another
+// Get of k is reading waits for that read and returns its result.
 func (c *TTL[K, V]) Get(k K, read func() (V, error)) (V, error) {
 	c.mu.Lock()
 	if e, ok := c.m[k]; ok && time.Now().Before(e.until) {
 		c.mu.Unlock()
 		return e.v, nil
 	}
+	if f, ok := c.flights[k]; ok && !c.stale[k] {
+		c.mu.Unlock()
+		<-f.done
+		return f.v, f.err
+	}
+	f := &flight[V]{done: make(chan struct{})}
+	c.flights[k] = f
 	gen := c.gen
 	c.reading[k]++
 	c.mu.Unlock()
 	v, err := read()
+	f.v, f.err = v, err
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.flights[k] == f {
+		delete(c.flights, k)
+	}
+	close(f.done)
 	keep := err == nil && c.gen == gen && !c.stale[k] // nothing deleted it since the read began
 	if c.reading[k]--; c.reading[k] == 0 {
 		delete(c.reading, k)
@@ -72,6 +95,9 @@ func (c *TTL[K, V]) Delete(k K) {
 	if c.reading[k] > 0 {
 		c.stale[k] = true
 	}
+	// A read in flight may have read the value k had before: later Gets
+	// read again rather than share it.
+	delete(c.flights, k)
 	c.mu.Unlock()
 }
 
@@ -81,6 +107,7 @@ func (c *TTL[K, V]) Delete(k K) {
 func (c *TTL[K, V]) DeleteFunc(drop func(K, V) bool) {
 	c.mu.Lock()
 	c.gen++
+	clear(c.flights)
 	for k, e := range c.m {
 		if drop(k, e.v) {
 			delete(c.m, k)

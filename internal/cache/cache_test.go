@@ -2,6 +2,7 @@ package cache
 
 import (
 	"errors"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -110,4 +111,48 @@ func TestBounded(t *testing.T) {
 			t.Fatalf("%d entries after %d reads, want at most 3", len(c.m), i+1)
 		}
 	}
+}
+
+// TestGetSharesOneRead: concurrent misses of a key wait for one read and
+// share its value; a Delete during the read makes later Gets read again.
+func TestGetSharesOneRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := New[string, string](time.Hour, 10)
+		var calls atomic.Int32
+		release := make(chan struct{})
+		read := func() (string, error) {
+			calls.Add(1)
+			<-release
+			return "v", nil
+		}
+		got := make(chan string, 10)
+		for range 10 {
+			go func() { v, _ := c.Get("k", read); got <- v }()
+		}
+		synctest.Wait()
+		if n := calls.Load(); n != 1 {
+			t.Fatalf("%d reads for 10 concurrent misses, want 1", n)
+		}
+		close(release)
+		for range 10 {
+			if v := <-got; v != "v" {
+				t.Fatalf("got %q", v)
+			}
+		}
+		// Deleted while a read is in flight: the next Get does not join it.
+		block := make(chan struct{})
+		c.Delete("k")
+		go c.Get("k", func() (string, error) { calls.Add(1); <-block; return "old", nil })
+		synctest.Wait()
+		c.Delete("k")
+		v, _ := c.Get("k", func() (string, error) { calls.Add(1); return "new", nil })
+		if v != "new" {
+			t.Errorf("after a Delete during a read, Get = %q, want a fresh read", v)
+		}
+		close(block)
+		synctest.Wait()
+		if v, _ := c.Get("k", read); v == "old" {
+			t.Errorf("the stale read was cached: %q", v)
+		}
+	})
 }

@@ -158,7 +158,9 @@ func (r *Relay) attemptClaimed(m *Message) {
 		c := LaneClaim{Lane: Lane{Receiver: m.Receiver, Sender: m.Sender}, Messages: []*Message{m}}
 		// Not the request's context: the attempt outlives an answer given
 		// at the wait's bound.
-		r.deliverLane(untilStopped{Context: context.Background(), stop: r.stopping()}, c)
+		held := claimedSize(c.Messages)
+		r.cfg.Memory.Acquire(held)
+		r.deliverLane(untilStopped{Context: context.Background(), stop: r.stopping()}, c, held)
 	}()
 }
 

@@ -61,6 +61,8 @@ type Config struct {
 	Poll           time.Duration // scheduler poll when idle [250ms]
 	Retention      time.Duration // how long terminal receipts are kept [24h]
 	MaxQueue       int           // queued messages per receiver, below 0 no limit [100000]
+	MaxQueueBytes  int64         // bytes of queued messages per receiver (stores that are QueueSizers), 0 no limit [0]
+	Memory         *Budget       // what the hub may hold in memory (budget.go) [nil: no limit]
 	MaxAgents      int           // registered agents (alive or not) before a new id is refused [0: no limit]
 	Skew           time.Duration // sender clock tolerance for "expired" [2s]
 	MaxParts       int           // content parts per message [64]
@@ -164,6 +166,8 @@ type Relay struct {
 
 	countMu sync.Mutex
 	count   cachedCount // agents registered, as last counted (plus this instance's new ones since)
+
+	qbytes queueBytes // receivers' queued bytes (budget.go)
 }
 
 // cachedCount is a count read from the store at a time (a receiver's

@@ -86,6 +86,9 @@ func (r *Relay) every(ctx context.Context, d time.Duration, f func(context.Conte
 }
 
 func (r *Relay) claimAndDeliver(ctx context.Context, free int, sem chan struct{}, wg *sync.WaitGroup) (int, error) {
+	if !r.cfg.Memory.Room(0) {
+		return 0, nil // the memory budget is spent: deliveries ending free it and wake the loop
+	}
 	now := r.clock.Now()
 	claims, err := r.store.Claim(ctx, now, now.Add(r.cfg.ClaimLease), r.cfg.Owner, free, r.cfg.PerLane)
 	if err != nil {
@@ -94,9 +97,11 @@ func (r *Relay) claimAndDeliver(ctx context.Context, free int, sem chan struct{}
 	for _, c := range claims {
 		sem <- struct{}{}
 		wg.Add(1)
+		held := claimedSize(c.Messages)
+		r.cfg.Memory.Acquire(held)
 		go func(c LaneClaim) {
 			defer wg.Done()
-			parked := r.deliverLane(ctx, c)
+			parked := r.deliverLane(ctx, c, held)
 			<-sem
 			// A lane released with messages left is due again at once; a
 			// parked lane is not (a receiver that only pulls parks every
@@ -118,7 +123,10 @@ const maxRenewals = 16
 // the one being retried. With a store that can renew claims, a lane that
 // is still busy is kept and its next messages delivered at once. It
 // reports whether it left the lane parked.
-func (r *Relay) deliverLane(ctx context.Context, c LaneClaim) (parked bool) {
+// held is what the claim's messages take from the memory budget, given
+// back as they are done with.
+func (r *Relay) deliverLane(ctx context.Context, c LaneClaim, held int64) (parked bool) {
+	defer func() { r.cfg.Memory.Release(held) }()
 	renewer, _ := r.store.(LaneRenewer)
 	for round := 0; ; round++ {
 		res := r.attemptLane(ctx, c)
@@ -139,6 +147,9 @@ func (r *Relay) deliverLane(ctx context.Context, c LaneClaim) (parked bool) {
 			return res.Park
 		}
 		c = LaneClaim{Lane: c.Lane, Messages: next}
+		r.cfg.Memory.Release(held)
+		held = claimedSize(next)
+		r.cfg.Memory.Acquire(held)
 	}
 }
 

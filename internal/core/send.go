@@ -148,6 +148,7 @@ func (r *Relay) send(ctx context.Context, p Principal, m *Message, checkAccess, 
 		Status: rc.Status, Protocol: m.Protocol, ConversationID: m.ConversationID, CorrelationID: m.CorrelationID, MessageType: m.Type})
 	if rc.Status == StatusQueued {
 		r.queued(m.Receiver)
+		r.queuedBytes(m)
 		switch {
 		case claimed:
 			// The caller makes the first attempt (attemptClaimed); the
@@ -185,6 +186,11 @@ func (r *Relay) send(ctx context.Context, p Principal, m *Message, checkAccess, 
 // the store can (AcceptClaimer), m's lane is claimed for this instance in
 // the same write, and claimed reports it.
 func (r *Relay) accept(ctx context.Context, m *Message, rc *Receipt, now time.Time, claim bool) (_ AcceptResult, _ *Feed, claimed bool, _ error) {
+	if rc.Status == StatusQueued {
+		if err := r.checkQueueBytes(ctx, m); err != nil {
+			return AcceptResult{}, nil, false, err
+		}
+	}
 	limit := r.queueLimit(ctx, m.Receiver)
 	if ac, ok := r.store.(AcceptClaimer); ok && claim && rc.Status == StatusQueued {
 		res, claimed, err := ac.AcceptClaimed(ctx, m, rc, limit, now, now.Add(r.cfg.ClaimLease), r.cfg.Owner)

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -61,6 +62,8 @@ const (
 	CodeConversationNotFound = "conversation_not_found"
 	// CodeUnsupportedMediaType refuses a body that is not declared JSON.
 	CodeUnsupportedMediaType = "unsupported_media_type"
+	CodeOverBudget           = "over_budget"
+	CodeTooManyStreams       = "too_many_streams"
 	CodeInternal             = "internal"
 )
 
@@ -104,6 +107,8 @@ func Classify(err error) (int, string) {
 		return http.StatusRequestEntityTooLarge, CodeMessageTooLarge
 	case errors.Is(err, core.ErrAgentLimit):
 		return http.StatusInsufficientStorage, CodeAgentLimit
+	case errors.Is(err, core.ErrOverloaded):
+		return http.StatusInsufficientStorage, CodeOverBudget
 	case errors.Is(err, core.ErrReservedID):
 		return http.StatusForbidden, CodeReservedID
 	case errors.Is(err, core.ErrNotAnswerable):
@@ -164,17 +169,40 @@ func Handle(h HandlerFunc) http.HandlerFunc {
 }
 
 // From writes the answer for err. Internal errors are not described to the
-// client.
+// client. Answers that ask the client to come back (429, 503, 507) carry
+// Retry-After (see RetryAfter).
 func From(w http.ResponseWriter, err error) {
 	status, code := Classify(err)
 	msg := Text(err)
-	if status == http.StatusInsufficientStorage {
+	switch code {
+	case CodeStorageFull:
 		msg = "the hub's store is full; nothing was stored, retry later"
+	case CodeOverBudget:
+		msg = "the hub holds as much in memory as its budget allows; nothing was stored, retry shortly"
+	case CodeUnavailable:
+		msg = "the hub's store is unavailable; nothing was stored, retry later"
 	}
 	if status == http.StatusInternalServerError {
 		msg = "internal error"
 	}
+	if secs := RetryAfter(code); secs > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+	}
 	Write(w, status, code, msg)
+}
+
+// RetryAfter is the Retry-After, in seconds, of an answer with error code
+// (0: none): how soon the refusal may have passed.
+func RetryAfter(code string) int {
+	switch code {
+	case CodeOverBudget, CodeQueueFull:
+		return 1 // memory and queues drain as messages are delivered
+	case CodeUnavailable:
+		return 2 // a database restart or failover takes seconds
+	case CodeStorageFull, CodeAgentLimit:
+		return 30 // needs an operator
+	}
+	return 0
 }
 
 // Text is err's message for a client: without the ": invalid" that

@@ -2,11 +2,14 @@ package httperr
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/jsonvalue"
 )
 
@@ -154,5 +157,35 @@ func TestJSONContentType(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestFromRetryAfter(t *testing.T) {
+	cases := []struct {
+		err    error
+		status int
+		code   string
+		retry  string
+	}{
+		{fmt.Errorf("postgres: accept: %w: dial tcp: refused 10.0.0.7:5432", core.ErrUnavailable), 503, CodeUnavailable, "2"},
+		{fmt.Errorf("body: %w", core.ErrOverloaded), 507, CodeOverBudget, "1"},
+		{fmt.Errorf("receiver x: %w", core.ErrQueueFull), 429, CodeQueueFull, "1"},
+		{fmt.Errorf("sqlite: %w", core.ErrStorageFull), 507, CodeStorageFull, "30"},
+		{fmt.Errorf("x: %w", core.ErrInvalid), 400, CodeInvalidField, ""},
+		{errors.New("boom"), 500, CodeInternal, ""},
+	}
+	for _, c := range cases {
+		w := httptest.NewRecorder()
+		From(w, c.err)
+		var b Body
+		if err := json.Unmarshal(w.Body.Bytes(), &b); err != nil {
+			t.Fatal(err)
+		}
+		if w.Code != c.status || b.Error != c.code || w.Header().Get("Retry-After") != c.retry {
+			t.Errorf("%v: %d %s Retry-After %q, want %d %s %q", c.err, w.Code, b.Error, w.Header().Get("Retry-After"), c.status, c.code, c.retry)
+		}
+		if strings.Contains(b.Message, "10.0.0.7") {
+			t.Errorf("%v: the answer leaks the store's address: %s", c.err, b.Message)
+		}
 	}
 }

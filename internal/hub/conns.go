@@ -1,8 +1,11 @@
 package hub
 
 import (
+	"container/list"
+	"crypto/tls"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,22 +37,52 @@ func connLimit(opt int, nofile uint64) int {
 	return n
 }
 
-// connCounter bounds how many client connections the hub holds at once.
-// Every open connection costs a descriptor, and each long-lived one (an
-// event stream, or a keep-alive connection idling for up to the server's
-// IdleTimeout) holds it; without a bound, a flood of connections would
-// use up the process's descriptors, and the hub could then neither open
-// the connections it delivers on nor accept its own operators. A
-// connection over the bound is closed at once, unanswered (it may be a TLS
-// connection, so no plain-text answer fits), counted and logged.
-type connCounter struct {
-	max     int // below 1: no bound
-	open    atomic.Int64
-	refused atomic.Uint64
-	log     *slog.Logger
+// Per-client bounds (Options.MaxConnsPerClient, MaxIdlePerClient) and their
+// defaults. A client is the address a connection comes from; behind a
+// proxy or load balancer every connection comes from its address, so raise
+// or lift these there.
+const (
+	DefaultMaxConnsPerClient = 1024
+	DefaultMaxIdlePerClient  = 128
+)
 
-	mu     sync.Mutex
-	logged time.Time // last warning, so a flood logs once a minute
+// connCounter bounds the client connections the hub holds: in all (max),
+// per client address (maxPerClient) and, of those waiting for a request,
+// per client (maxIdlePerClient). Every open connection costs a
+// descriptor, and each long-lived one (an event stream, a keep-alive
+// connection idling for up to the server's IdleTimeout, a connection that
+// has not sent its request yet) holds it; without bounds, one client's
+// flood of connections would use up the process's descriptors and lock
+// everyone else out.
+//
+// A connection that is waiting — idle between keep-alive requests, or new
+// and not yet sending — can be given up at little cost: its client opens
+// another when it has something to send. So when a new connection would
+// pass a bound, the hub closes the oldest waiting connection (of the same
+// client for the per-client bound, of anyone for the total) to make room;
+// only when none is waiting is the new one closed unanswered (it may be a
+// TLS connection, so no plain-text answer fits), counted and logged. A
+// client that goes past its idle bound loses its oldest idle connection.
+// Connections serving a request or a stream are never closed for room.
+type connCounter struct {
+	max              int // below 1: no bound
+	maxPerClient     int // below 1: no bound
+	maxIdlePerClient int // below 1: no bound
+	open             atomic.Int64
+	refused          atomic.Uint64
+	evicted          atomic.Uint64
+	log              *slog.Logger
+
+	mu      sync.Mutex
+	clients map[string]*connClient
+	waiting list.List // of *countedConn: every waiting connection, oldest first
+	logged  time.Time // last warning, so a flood logs once a minute
+}
+
+// connClient is one client address's connections.
+type connClient struct {
+	n       int
+	waiting list.List // of *countedConn, oldest first
 }
 
 // register exports the counts as metrics.
@@ -62,13 +95,18 @@ func (c *connCounter) register(reg prometheus.Registerer) {
 			Help: "Client connections the hub may hold at once (--max-conns; 0: no bound)."},
 			func() float64 { return float64(max(c.max, 0)) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: metrics.Namespace, Name: "connections_refused_total",
-			Help: "Client connections closed unanswered because the hub held as many as it may."},
+			Help: "Client connections closed unanswered because the hub, or their client, held as many as it may and none was waiting."},
 			func() float64 { return float64(c.refused.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: metrics.Namespace, Name: "connections_waiting",
+			Help: "Client connections waiting for a request (idle keep-alive, or new and not yet sending)."},
+			func() float64 { c.mu.Lock(); defer c.mu.Unlock(); return float64(c.waiting.Len()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: metrics.Namespace, Name: "connections_evicted_total",
+			Help: "Waiting connections (idle keep-alive, or not yet sending) closed to make room under a connection bound."},
+			func() float64 { return float64(c.evicted.Load()) }),
 	)
 }
 
-// listener wraps ln so that it counts its connections and closes those
-// over the bound.
+// listener wraps ln so that it counts its connections and keeps the bounds.
 func (c *connCounter) listener(ln net.Listener) net.Listener {
 	return &limitedListener{Listener: ln, c: c}
 }
@@ -84,13 +122,145 @@ func (l *limitedListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		n := l.c.open.Add(1)
-		if l.c.max < 1 || n <= int64(l.c.max) {
-			return &countedConn{Conn: conn, c: l.c}, nil
+		if cc := l.c.admit(conn); cc != nil {
+			return cc, nil
 		}
-		l.c.open.Add(-1)
-		l.c.refuse() // counted before the client can see the close
 		_ = conn.Close()
+	}
+}
+
+// clientKey is the client address of a connection.
+func clientKey(conn net.Conn) string {
+	if ta, ok := conn.RemoteAddr().(*net.TCPAddr); ok {
+		return ta.IP.String()
+	}
+	host, _, err := net.SplitHostPort(conn.RemoteAddr().String())
+	if err != nil {
+		return conn.RemoteAddr().String()
+	}
+	return host
+}
+
+// admit counts conn in, making room by closing waiting connections if a
+// bound needs it, or returns nil when there is no room (conn is refused).
+func (c *connCounter) admit(conn net.Conn) *countedConn {
+	key := clientKey(conn)
+	var victims []*countedConn
+	c.mu.Lock()
+	if c.clients == nil {
+		c.clients = map[string]*connClient{}
+	}
+	cl := c.clients[key]
+	if cl == nil {
+		cl = &connClient{}
+	}
+	ok := true
+	if c.maxPerClient > 0 && cl.n >= c.maxPerClient {
+		if v := oldest(&cl.waiting); v != nil {
+			victims = append(victims, v)
+			c.detachLocked(v)
+		} else {
+			ok = false
+		}
+	}
+	if ok && c.max > 0 && c.open.Load() >= int64(c.max) {
+		if v := oldest(&c.waiting); v != nil {
+			victims = append(victims, v)
+			c.detachLocked(v)
+		} else {
+			ok = false
+		}
+	}
+	var cc *countedConn
+	if ok {
+		cc = &countedConn{Conn: conn, c: c, key: key, cl: cl}
+		cl.n++
+		c.clients[key] = cl
+		c.open.Add(1)
+		// A new connection waits for its request until the server reads
+		// it (StateActive).
+		if v := c.waitLocked(cc); v != nil {
+			victims = append(victims, v)
+		}
+	}
+	c.mu.Unlock()
+	for _, v := range victims {
+		c.evicted.Add(1)
+		_ = v.Conn.Close()
+	}
+	if !ok {
+		c.refuse() // counted before the client can see the close
+	}
+	return cc
+}
+
+func oldest(l *list.List) *countedConn {
+	if e := l.Front(); e != nil {
+		return e.Value.(*countedConn)
+	}
+	return nil
+}
+
+// waitLocked lists cc as waiting; past its client's idle bound, the
+// client's oldest waiting connection is detached and returned to close.
+func (c *connCounter) waitLocked(cc *countedConn) (victim *countedConn) {
+	if cc.detached || cc.inWaiting != nil {
+		return nil
+	}
+	cc.inWaiting = c.waiting.PushBack(cc)
+	cc.inClientWaiting = cc.cl.waiting.PushBack(cc)
+	if c.maxIdlePerClient > 0 && cc.cl.waiting.Len() > c.maxIdlePerClient {
+		victim = oldest(&cc.cl.waiting)
+		c.detachLocked(victim)
+	}
+	return victim
+}
+
+func (c *connCounter) unwaitLocked(cc *countedConn) {
+	if cc.inWaiting != nil {
+		c.waiting.Remove(cc.inWaiting)
+		cc.cl.waiting.Remove(cc.inClientWaiting)
+		cc.inWaiting, cc.inClientWaiting = nil, nil
+	}
+}
+
+// detachLocked takes cc out of every count (it is about to be closed).
+func (c *connCounter) detachLocked(cc *countedConn) {
+	if cc.detached {
+		return
+	}
+	cc.detached = true
+	c.unwaitLocked(cc)
+	cc.cl.n--
+	if cc.cl.n == 0 {
+		delete(c.clients, cc.key)
+	}
+	c.open.Add(-1)
+}
+
+// state is the server's ConnState hook: a connection waiting for its next
+// request (idle) may be closed to make room; one serving a request or
+// taken over (a stream, an upgrade) may not.
+func (c *connCounter) state(nc net.Conn, st http.ConnState) {
+	if tc, ok := nc.(*tls.Conn); ok {
+		nc = tc.NetConn()
+	}
+	cc, ok := nc.(*countedConn)
+	if !ok {
+		return
+	}
+	var victim *countedConn
+	c.mu.Lock()
+	switch st {
+	case http.StateIdle:
+		victim = c.waitLocked(cc)
+	case http.StateActive, http.StateHijacked, http.StateClosed:
+		c.unwaitLocked(cc)
+	}
+	c.mu.Unlock()
+	if victim != nil {
+		c.evicted.Add(1)
+		_ = victim.Conn.Close()
 	}
 }
 
@@ -104,8 +274,8 @@ func (c *connCounter) refuse() {
 	}
 	c.mu.Unlock()
 	if warn && c.log != nil {
-		c.log.Warn("connection refused: the hub holds as many connections as it may (--max-conns)",
-			"max_conns", c.max, "refused_total", total)
+		c.log.Warn("connection refused: the hub, or this client, holds as many connections as it may and none is waiting (--max-conns, --max-conns-per-client)",
+			"max_conns", c.max, "max_conns_per_client", c.maxPerClient, "refused_total", total)
 	}
 }
 
@@ -113,8 +283,13 @@ func (c *connCounter) refuse() {
 // is called: net/http and crypto/tls may both close it).
 type countedConn struct {
 	net.Conn
-	c      *connCounter
-	closed atomic.Bool
+	c   *connCounter
+	key string
+	// Guarded by c.mu.
+	cl                         *connClient
+	detached                   bool
+	inWaiting, inClientWaiting *list.Element
+	closed                     atomic.Bool
 }
 
 // CloseWrite passes on to the connection when it can half-close (TCP):
@@ -129,7 +304,9 @@ func (c *countedConn) CloseWrite() error {
 
 func (c *countedConn) Close() error {
 	if c.closed.CompareAndSwap(false, true) {
-		c.c.open.Add(-1)
+		c.c.mu.Lock()
+		c.c.detachLocked(c)
+		c.c.mu.Unlock()
 	}
 	return c.Conn.Close()
 }

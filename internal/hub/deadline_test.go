@@ -141,6 +141,9 @@ func itoa(n int) string {
 // TestMaxConns: a connection over the hub's bound is closed unanswered and
 // counted, the ones it holds are served, and a place freed by a closed
 // connection is taken by the next one.
+//
+// Past the bound, the oldest waiting (idle) connection is closed to make
+// room; only when none waits is the new one refused.
 func TestMaxConns(t *testing.T) {
 	h, base := hubtest.Start(t, hub.Options{Dev: true, MaxConns: 2})
 	addr := strings.TrimPrefix(base, "http://")
@@ -186,9 +189,37 @@ func TestMaxConns(t *testing.T) {
 			t.Fatalf("connection %d within the bound: %d, %v", i+1, code, err)
 		}
 	}
+	// Both are idle: a new connection takes the place of the oldest.
+	third := dial()
+	if code, err := get(third); err != nil || code != http.StatusOK {
+		t.Fatalf("a connection over the bound, with idle ones to close: %d, %v", code, err)
+	}
+	if v := metric("connections_evicted_total"); v != "1" {
+		t.Fatalf("connections_evicted_total %s, want 1", v)
+	}
+	if _, err := get(held[0]); err == nil {
+		t.Fatal("the oldest idle connection was not closed to make room")
+	}
+	if code, err := get(held[1]); err != nil || code != http.StatusOK {
+		t.Fatalf("the other held connection: %d, %v", code, err)
+	}
+	// Two connections in the middle of a request (its body arriving):
+	// none waits, so a new connection is closed unanswered.
+	const body = `{"agent_id":"slow"}`
+	for _, c := range []net.Conn{held[1], third} {
+		if _, err := io.WriteString(c, "POST /atp/register HTTP/1.1\r\nHost: hub\r\nContent-Type: application/json\r\nContent-Length: "+itoa(len(body))+"\r\n\r\n"+body[:5]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitfor.OK(t, "connections_waiting to fall to 0 with two requests begun", func() error {
+		if v := metric("connections_waiting"); v != "0" {
+			return fmt.Errorf("connections_waiting %s", v)
+		}
+		return nil
+	})
 	over := dial() // the kernel completes the handshake; the hub closes it
 	if code, err := get(over); err == nil {
-		t.Fatalf("a connection over the bound was answered %d", code)
+		t.Fatalf("a connection over the bound, none waiting, was answered %d", code)
 	}
 	if v := metric("connections_refused_total"); v != "1" {
 		t.Fatalf("connections_refused_total %s, want 1", v)
@@ -199,11 +230,18 @@ func TestMaxConns(t *testing.T) {
 	if v := metric("connections_max"); v != "2" {
 		t.Fatalf("connections_max %s, want 2", v)
 	}
-	// The held connections are still served.
-	if code, err := get(held[1]); err != nil || code != http.StatusOK {
-		t.Fatalf("held connection after a refusal: %d, %v", code, err)
+	// The requests begun finish on their connections.
+	for _, c := range []net.Conn{held[1], third} {
+		if _, err := io.WriteString(c, body[5:]); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("a request begun before the refusal: %v, %v", resp, err)
+		}
+		resp.Body.Close()
 	}
-	held[0].Close()
+	held[1].Close()
 	waitfor.OK(t, "connections_open to fall to 1 after a client closed", func() error {
 		if v := metric("connections_open"); v != "1" {
 			return fmt.Errorf("connections_open %s", v)

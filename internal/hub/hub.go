@@ -78,10 +78,17 @@ type Options struct {
 	NoSync bool
 	// Sync is the embedded store's durability: "full" (default) or
 	// "normal" (see sqlite.Options.Sync).
-	Sync    string
-	Relay   core.Config
-	Version string
-	Logger  *slog.Logger
+	Sync string
+	// Recover says what to do with an embedded store found damaged or
+	// missing at start: "" refuses to start (the default), "fresh" or
+	// "salvage" (see sqlite.Options.Recover).
+	Recover string
+	// IntegrityCheck is the embedded store's check at start: "quick"
+	// (default), "full" or "off" (see sqlite.Options.Check).
+	IntegrityCheck string
+	Relay          core.Config
+	Version        string
+	Logger         *slog.Logger
 	// Clock overrides the system clock (tests).
 	Clock core.Clock
 	// RateLimit is requests per second per credential (or per client
@@ -101,6 +108,13 @@ type Options struct {
 	// BodyTimeout bounds how long a request body may take to arrive (see
 	// bodyDeadline); 0 means DefaultBodyTimeout, negative means no limit.
 	BodyTimeout time.Duration
+	// MemoryBudget is how much memory the hub may take on above its idle
+	// size. A third of it bounds what the hub holds for clients (request
+	// bodies while they are handled, the message cache, messages claimed
+	// for delivery: core.Budget); the rest is the garbage collector's
+	// headroom and memory outside Go's heap (see SetMemoryLimit). 0 means
+	// DefaultMemoryBudget(), negative no budget.
+	MemoryBudget int64
 	// MaxConns bounds the client connections held at once; one over it
 	// is closed unanswered. 0 means DefaultMaxConns (less if the
 	// process's open-file limit is lower), negative means no bound.
@@ -108,10 +122,27 @@ type Options struct {
 	// NoRequestLog turns off the request log (one INFO record per
 	// answered request; see docs/logging.md). The audit log stays on.
 	NoRequestLog bool
+	// MaxConnsPerClient bounds the connections one client address holds;
+	// 0 means DefaultMaxConnsPerClient, negative no bound.
+	MaxConnsPerClient int
+	// MaxIdlePerClient bounds the connections one client address keeps
+	// waiting (idle keep-alive, or not yet sending); 0 means
+	// DefaultMaxIdlePerClient, negative no bound.
+	MaxIdlePerClient int
+	// IdleTimeout closes a keep-alive connection idle this long
+	// [DefaultIdleTimeout].
+	IdleTimeout time.Duration
+	// HeaderTimeout bounds how long a request's headers may take to
+	// arrive [DefaultHeaderTimeout].
+	HeaderTimeout time.Duration
 }
 
-// DefaultBodyTimeout is Options.BodyTimeout's default.
-const DefaultBodyTimeout = 30 * time.Second
+// Defaults of Options.BodyTimeout, IdleTimeout and HeaderTimeout.
+const (
+	DefaultBodyTimeout   = 30 * time.Second
+	DefaultIdleTimeout   = 120 * time.Second
+	DefaultHeaderTimeout = 10 * time.Second
+)
 
 // Hub is an assembled hub.
 type Hub struct {
@@ -203,6 +234,22 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	if opt.Relay.Host == "" {
 		opt.Relay.Host = opt.Host
 	}
+	switch {
+	case opt.MemoryBudget == 0:
+		opt.MemoryBudget = DefaultMemoryBudget()
+	case opt.MemoryBudget < 0:
+		opt.MemoryBudget = 0
+	}
+	if opt.Relay.Memory == nil {
+		// A third for what the hub holds for clients; the rest is the
+		// garbage collector's headroom and memory outside Go's heap
+		// (SQLite's page caches), see SetMemoryLimit.
+		opt.Relay.Memory = core.NewBudget(opt.MemoryBudget / 3)
+	}
+	if m := opt.Relay.Memory; m != nil && m.Limit() < 2*(opt.MaxBody*bodyFactor+4096) {
+		return nil, fmt.Errorf("a memory budget of %d bytes is too small for --max-body %d: a third of it must hold two requests of the largest body, %d bytes each while handled (raise --memory-budget to at least %d)",
+			opt.MemoryBudget, opt.MaxBody, opt.MaxBody*bodyFactor+4096, 6*(opt.MaxBody*bodyFactor+4096))
+	}
 	if opt.Relay.Host == "" {
 		opt.Relay.Host = hostOf(opt.Addr)
 	}
@@ -239,7 +286,9 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 
 	h := &Hub{Relay: relay, Store: st, Mux: http.NewServeMux(), opt: opt, log: log, Outbound: client,
 		Creds: &auth.Credentials{Store: st, Clock: clock},
-		conns: &connCounter{max: connLimit(opt.MaxConns, openFileLimit()), log: log}}
+		conns: &connCounter{max: connLimit(opt.MaxConns, openFileLimit()), log: log,
+			maxPerClient:     orDefault(opt.MaxConnsPerClient, DefaultMaxConnsPerClient),
+			maxIdlePerClient: orDefault(opt.MaxIdlePerClient, DefaultMaxIdlePerClient)}}
 	if pg, ok := st.(*postgres.Store); ok {
 		due, receipts, err := listen(ctx, pg)
 		if err != nil {
@@ -302,6 +351,7 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	met := metrics.New(relay, metrics.WithPublic(opt.MetricsPublic), metrics.WithVersion(opt.Version))
 	h.workers = append(h.workers, worker{"metrics", met.Run})
 	h.conns.register(met.Registry())
+	registerBudget(met.Registry(), relay.Config().Memory)
 	h.Mux.Handle("GET /metrics", met.Handler())
 	dash, err := dashboard.New(relay, dashboard.Options{Dev: opt.Dev, AdminToken: h.AdminToken, Routes: h.Mux})
 	if err != nil {
@@ -324,7 +374,7 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 			challenges = append(challenges, c)
 		}
 	}
-	h.Handler = secureHeaders(authenticated(authn, limiter, challenges, rateLimited(limiter, unrouted(h.Mux))), opt.TLSCert != "")
+	h.Handler = secureHeaders(budgeted(relay.Config().Memory, opt.MaxBody, authenticated(authn, limiter, challenges, rateLimited(limiter, unrouted(h.Mux)))), opt.TLSCert != "")
 	h.Handler = tracing.Middleware(h.Handler)
 	rec := audit.New(log)
 	h.workers = append(h.workers, worker{"audit of registrations", func(ctx context.Context) { auditRelay(ctx, relay.Events(), rec) }})
@@ -366,11 +416,32 @@ func openStore(ctx context.Context, opt Options) (core.Store, error) {
 		if dir == "" {
 			dir = opt.DataDir
 		}
-		return sqlite.Open(ctx, dir, sqlite.Options{NoSync: opt.NoSync, Sync: opt.Sync})
+		return sqlite.Open(ctx, dir, sqlite.Options{NoSync: opt.NoSync, Sync: opt.Sync,
+			Check: opt.IntegrityCheck, Recover: opt.Recover, Logger: opt.Logger,
+			Budget: opt.Relay.Memory, CacheBytes: share(opt.MemoryBudget, 16, 32<<20), ReadBytes: share(opt.MemoryBudget, 16, sqlite.DefaultReadBytes)})
 	case strings.HasPrefix(opt.StoreURL, "postgres://") || strings.HasPrefix(opt.StoreURL, "postgresql://"):
-		return postgres.Open(ctx, opt.StoreURL, postgres.Options{})
+		if opt.Recover != "" {
+			return nil, errors.New("--recover applies to the embedded store only (PostgreSQL has its own recovery)")
+		}
+		return postgres.Open(ctx, opt.StoreURL, postgres.Options{Logger: opt.Logger, ReadBytes: share(opt.MemoryBudget, 16, postgres.DefaultReadBytes)})
 	}
 	return nil, fmt.Errorf("store %q: unsupported store URL (use sqlite:DIR or postgres://…)", opt.StoreURL)
+}
+
+// orDefault is v, or def when v is 0 (negative: no bound).
+func orDefault(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// share is budget/div, at most limit (limit when there is no budget).
+func share(budget, div, limit int64) int64 {
+	if budget <= 0 {
+		return limit
+	}
+	return min(max(budget/div, 64<<10), limit)
 }
 
 // listen subscribes to the notifications another hub instance on the same
@@ -397,11 +468,11 @@ func follow(ctx context.Context, due, receipts <-chan string, relay *core.Relay,
 				return
 			}
 			relay.Wake()
-		case id, ok := <-receipts:
+		case payload, ok := <-receipts:
 			if !ok {
 				return
 			}
-			if id != "" {
+			for _, id := range postgres.ReceiptIDs(payload) {
 				relay.NotifyReceipt(id)
 			}
 		}
@@ -472,9 +543,10 @@ func (h *Hub) Serve(ctx context.Context, ln net.Listener) error {
 	defer endRequests()
 	srv := &http.Server{
 		Handler:           h.Handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
+		ReadHeaderTimeout: cmp.Or(h.opt.HeaderTimeout, DefaultHeaderTimeout),
+		IdleTimeout:       cmp.Or(h.opt.IdleTimeout, DefaultIdleTimeout),
 		MaxHeaderBytes:    64 << 10,
+		ConnState:         h.conns.state,
 		BaseContext:       func(net.Listener) context.Context { return reqCtx },
 	}
 	stage := func(s string) {

@@ -22,49 +22,87 @@ import (
 // ErrBlocked is returned (wrapped) for a refused destination.
 var ErrBlocked = errors.New("destination address not allowed")
 
-// Policy says which destinations are allowed. Public unicast addresses are
-// always allowed; link-local (which holds cloud metadata at
-// 169.254.169.254), unspecified, multicast and broadcast addresses never
-// are.
+// Policy says which destinations are allowed. Globally reachable unicast
+// addresses are always allowed. The ranges of the IANA IPv4 and IPv6
+// special-purpose address registries decide the rest (see registry):
+// link-local (which holds cloud metadata at 169.254.169.254), "this
+// network", unspecified, multicast and broadcast addresses are never
+// allowed; loopback and private ranges only when the policy says so; the
+// other special-purpose ranges (documentation, benchmarking, reserved,
+// discard-only, Teredo, ORCHIDv2, …) only when listed in Allow. Addresses
+// that embed an IPv4 address (IPv4-mapped and -translated, NAT64, 6to4)
+// are judged by the address they embed.
 type Policy struct {
 	// AllowLoopback allows 127.0.0.0/8 and ::1 (development, tests).
 	AllowLoopback bool
-	// AllowPrivate allows RFC 1918, RFC 4193 and carrier-grade NAT ranges.
+	// AllowPrivate allows RFC 1918, shared (100.64.0.0/10), unique-local
+	// and site-local IPv6, and local-use NAT64 (64:ff9b:1::/48) ranges.
 	AllowPrivate bool
 	// Allow lists extra prefixes that are allowed even if otherwise blocked
-	// (never link-local).
+	// (never link-local, multicast, broadcast or "this network", nor an
+	// address embedding one).
 	Allow []netip.Prefix
 }
 
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
-
-// Check returns nil if the policy allows addr.
+// Check returns nil if the policy allows addr; otherwise an error wrapping
+// ErrBlocked that names the range addr is in.
 func (p Policy) Check(addr netip.Addr) error {
-	addr = addr.Unmap()
-	switch {
-	case !addr.IsValid():
+	return p.check(addr.WithZone(""), true)
+}
+
+func (p Policy) check(addr netip.Addr, outer bool) error {
+	if !addr.IsValid() {
 		return fmt.Errorf("invalid address: %w", ErrBlocked)
-	case addr.IsLinkLocalUnicast() || addr.IsLinkLocalMulticast():
-		return fmt.Errorf("%s is link-local (cloud metadata lives there): %w", addr, ErrBlocked)
-	case addr.IsUnspecified() || addr.IsMulticast() || addr == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
-		return fmt.Errorf("%s is not a unicast address: %w", addr, ErrBlocked)
+	}
+	s, special := lookup(addr)
+	var inner netip.Addr
+	if special && s.v4 != nil {
+		inner = s.v4(addr.As16())
+	}
+	if special && s.class == classNever {
+		return fmt.Errorf("%s is in %s, %s: %w", addr, s.prefix, s.name, ErrBlocked)
+	}
+	if inner.IsValid() {
+		// An embedded address that no policy allows stays refused, even
+		// inside a prefix the operator allows.
+		if is, ok := lookup(inner); ok && is.class == classNever {
+			return fmt.Errorf("%s (%s) embeds %s, in %s, %s: %w", addr, s.name, inner, is.prefix, is.name, ErrBlocked)
+		}
 	}
 	for _, pfx := range p.Allow {
 		if pfx.Contains(addr) {
 			return nil
 		}
 	}
-	switch {
-	case addr.IsLoopback():
-		if p.AllowLoopback {
-			return nil
+	if !special {
+		return nil
+	}
+	blocked := func(why string) error {
+		return fmt.Errorf("%s is in %s, %s%s: %w", addr, s.prefix, s.name, why, ErrBlocked)
+	}
+	switch s.class {
+	case classGlobal:
+		return nil
+	case classLoopback:
+		if !p.AllowLoopback {
+			return blocked(" (loopback is allowed only with --allow-loopback-callbacks)")
 		}
-		return fmt.Errorf("%s is loopback: %w", addr, ErrBlocked)
-	case addr.IsPrivate() || cgnat.Contains(addr):
-		if p.AllowPrivate {
-			return nil
+		return nil
+	case classPrivate:
+		if !p.AllowPrivate {
+			return blocked(" (private ranges are allowed only with --allow-private-callbacks)")
 		}
-		return fmt.Errorf("%s is a private address: %w", addr, ErrBlocked)
+	case classSpecial:
+		return blocked(", not globally reachable")
+	case classEmbedded:
+		if !outer {
+			return blocked(", nested")
+		}
+	}
+	if inner.IsValid() && outer {
+		if err := p.check(inner, false); err != nil {
+			return fmt.Errorf("%s (%s) embeds %w", addr, s.name, err)
+		}
 	}
 	return nil
 }

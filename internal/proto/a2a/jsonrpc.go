@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/switchboard-hub/switchboard/internal/auth"
@@ -52,6 +54,29 @@ type RPCError struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`
 	Data    any    `json:"data,omitempty"`
+	// retryAfter, when positive, marks an error that passes (the store
+	// unavailable, the hub over its memory budget): a single call's answer
+	// then carries this HTTP status and Retry-After, so a client backs off
+	// and comes back.
+	retryAfter int
+	status     int
+}
+
+// retryable is the error for a refusal that passes: the message says why,
+// the HTTP answer asks the client to come back after secs.
+func retryable(status, secs int, msg string) *RPCError {
+	return &RPCError{Code: CodeInternal, Message: msg, retryAfter: secs, status: status}
+}
+
+// writeRPCError writes a single call's error answer: HTTP 200 with the
+// JSON-RPC error, or for a refusal that passes its status and Retry-After.
+func writeRPCError(w http.ResponseWriter, id json.RawMessage, e *RPCError) {
+	status := http.StatusOK
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
+		status = e.status
+	}
+	writeJSON(w, status, Response{ID: id, Error: e})
 }
 
 // Error implements error.
@@ -106,6 +131,10 @@ func toRPCError(err error) *RPCError {
 		return rpcErr(CodeInternal, "receiver queue is full, try again later")
 	case errors.Is(err, ErrTooManyPushConfigs):
 		return rpcErr(CodeInvalidParams, "%v (at most %d)", err, MaxPushConfigs)
+	case errors.Is(err, core.ErrUnavailable):
+		return retryable(http.StatusServiceUnavailable, 2, "the hub's store is unavailable; nothing was stored, retry later")
+	case errors.Is(err, core.ErrOverloaded):
+		return retryable(http.StatusInsufficientStorage, 1, "the hub holds as much in memory as its budget allows; nothing was stored, retry shortly")
 	case errors.Is(err, core.ErrAgentLimit):
 		return rpcErr(CodeInternal, "the hub holds as many agents as it may")
 	}

@@ -194,8 +194,12 @@ func (s *Server) rpc(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		status := http.StatusInternalServerError
 		e := rpcErr(CodeInternal, "internal error")
-		if errors.Is(err, core.ErrNotFound) {
+		switch {
+		case errors.Is(err, core.ErrNotFound):
 			status, e = http.StatusNotFound, rpcErr(CodeInvalidRequest, "no agent %q on this hub", r.PathValue("agent"))
+		case errors.Is(err, core.ErrUnavailable), errors.Is(err, core.ErrInvalid):
+			writeRPCError(w, nil, toRPCError(err).withData(bodyVersion))
+			return
 		}
 		writeJSON(w, status, Response{Error: e.withData(bodyVersion)})
 		return
@@ -240,7 +244,7 @@ func (s *Server) rpc(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if e != nil {
-			writeJSON(w, http.StatusOK, Response{ID: req.ID, Error: e.withData(v)})
+			writeRPCError(w, req.ID, e.withData(v))
 			return
 		}
 		writeJSON(w, http.StatusOK, Response{ID: req.ID, Result: res})

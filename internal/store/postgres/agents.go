@@ -16,9 +16,12 @@ import (
 
 // UpsertAgent implements core.Store.
 func (s *Store) UpsertAgent(ctx context.Context, a *core.Agent) (bool, error) {
+	if err := core.CheckStorableAgent(a); err != nil {
+		return false, err
+	}
 	data, err := json.Marshal(a)
 	if err != nil {
-		return false, fmt.Errorf("postgres: encode agent: %w", err)
+		return false, wrap("encode agent", err)
 	}
 	caps := make([]string, 0, len(a.Capabilities)+len(a.Card.Tools))
 	caps = append(append(caps, a.Capabilities...), a.Card.Tools...)
@@ -32,7 +35,7 @@ func (s *Store) UpsertAgent(ctx context.Context, a *core.Agent) (bool, error) {
 		RETURNING registered_at, xmax = 0`,
 		a.ID, data, caps, a.ExpiresAt, a.RegisteredAt, a.LastSeen).Scan(&reg, &created)
 	if err != nil {
-		return false, fmt.Errorf("postgres: write agent: %w", err)
+		return false, wrap("write agent", err)
 	}
 	a.RegisteredAt = utc(reg)
 	return created, nil
@@ -48,7 +51,7 @@ func scanAgent(row pgx.Row) (*core.Agent, error) {
 	}
 	a := new(core.Agent)
 	if err := json.Unmarshal(data, a); err != nil {
-		return nil, fmt.Errorf("postgres: decode agent: %w", err)
+		return nil, wrap("decode agent", err)
 	}
 	a.ExpiresAt, a.RegisteredAt, a.LastSeen = utc(exp), utc(reg), utc(seen)
 	return a, nil
@@ -61,7 +64,7 @@ func (s *Store) GetAgent(ctx context.Context, id string) (*core.Agent, error) {
 		return nil, fmt.Errorf("agent %q: %w", id, core.ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("postgres: get agent: %w", err)
+		return nil, wrap("get agent", err)
 	}
 	return a, nil
 }
@@ -90,11 +93,11 @@ func (s *Store) ListAgents(ctx context.Context, f core.AgentFilter) ([]*core.Age
 	}
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: list agents: %w", err)
+		return nil, wrap("list agents", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*core.Agent, error) { return scanAgent(r) })
 	if err != nil {
-		return nil, fmt.Errorf("postgres: list agents: %w", err)
+		return nil, wrap("list agents", err)
 	}
 	return out, nil
 }
@@ -103,7 +106,7 @@ func (s *Store) ListAgents(ctx context.Context, f core.AgentFilter) ([]*core.Age
 func (s *Store) CountAgents(ctx context.Context) (int, error) {
 	var n int
 	if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM agents").Scan(&n); err != nil {
-		return 0, fmt.Errorf("postgres: count agents: %w", err)
+		return 0, wrap("count agents", err)
 	}
 	return n, nil
 }
@@ -112,7 +115,7 @@ func (s *Store) CountAgents(ctx context.Context) (int, error) {
 func (s *Store) RenewLease(ctx context.Context, id string, expiresAt, now time.Time) error {
 	tag, err := s.pool.Exec(ctx, "UPDATE agents SET expires_at = $2, last_seen = $3 WHERE id = $1", id, expiresAt, now)
 	if err != nil {
-		return fmt.Errorf("postgres: renew lease: %w", err)
+		return wrap("renew lease", err)
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("agent %q: %w", id, core.ErrNotFound)
@@ -124,7 +127,7 @@ func (s *Store) RenewLease(ctx context.Context, id string, expiresAt, now time.T
 func (s *Store) DeleteAgent(ctx context.Context, id string) error {
 	tag, err := s.pool.Exec(ctx, "DELETE FROM agents WHERE id = $1", id)
 	if err != nil {
-		return fmt.Errorf("postgres: delete agent: %w", err)
+		return wrap("delete agent", err)
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("agent %q: %w", id, core.ErrNotFound)

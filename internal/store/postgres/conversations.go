@@ -13,11 +13,14 @@ import (
 
 // CreateConversation implements core.Store.
 func (s *Store) CreateConversation(ctx context.Context, c *core.Conversation) error {
+	if err := core.CheckStorableConversation(c); err != nil {
+		return err
+	}
 	return s.inTx(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `INSERT INTO conversations (id, created_at, last_message_at, messages) VALUES ($1, $2, $2, 0)
 			ON CONFLICT (id) DO NOTHING`, c.ID, c.CreatedAt)
 		if err != nil {
-			return fmt.Errorf("postgres: create conversation: %w", err)
+			return wrap("create conversation", err)
 		}
 		if tag.RowsAffected() == 0 {
 			return fmt.Errorf("conversation %q: %w", c.ID, core.ErrConflict)
@@ -34,7 +37,7 @@ func (s *Store) CreateConversation(ctx context.Context, c *core.Conversation) er
 			SELECT $1, a, t, $2 FROM unnest($3::text[], $4::text[]) AS p(a, t)
 			ON CONFLICT (conversation_id, agent_id) DO UPDATE SET trace_id = excluded.trace_id`,
 			c.ID, c.CreatedAt, agents, traces); err != nil {
-			return fmt.Errorf("postgres: create conversation: %w", err)
+			return wrap("create conversation", err)
 		}
 		return nil
 	})
@@ -42,6 +45,10 @@ func (s *Store) CreateConversation(ctx context.Context, c *core.Conversation) er
 
 // SetTraceID implements core.Store.
 func (s *Store) SetTraceID(ctx context.Context, conversationID, agentID, traceID string, now time.Time) error {
+	if err := core.CheckStorableConversation(&core.Conversation{ID: conversationID,
+		Participants: []core.Participant{{AgentID: agentID, TraceID: traceID}}}); err != nil {
+		return err
+	}
 	// The insert selects from conversations, so an unknown conversation
 	// inserts nothing and is reported as not found.
 	tag, err := s.pool.Exec(ctx, `INSERT INTO participants (conversation_id, agent_id, trace_id, joined_at)
@@ -49,7 +56,7 @@ func (s *Store) SetTraceID(ctx context.Context, conversationID, agentID, traceID
 		ON CONFLICT (conversation_id, agent_id) DO UPDATE SET trace_id = excluded.trace_id`,
 		conversationID, agentID, traceID, now)
 	if err != nil {
-		return fmt.Errorf("postgres: set trace id: %w", err)
+		return wrap("set trace id", err)
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("conversation %q: %w", conversationID, core.ErrNotFound)
@@ -88,7 +95,7 @@ func (s *Store) GetConversation(ctx context.Context, id string) (*core.Conversat
 		return nil, fmt.Errorf("conversation %q: %w", id, core.ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("postgres: get conversation: %w", err)
+		return nil, wrap("get conversation", err)
 	}
 	return c, nil
 }
@@ -104,11 +111,11 @@ func (s *Store) ListConversations(ctx context.Context, agentID string, limit int
 	q += " GROUP BY c.id ORDER BY c.last_message_at DESC, c.id LIMIT $1"
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: list conversations: %w", err)
+		return nil, wrap("list conversations", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*core.Conversation, error) { return scanConversation(r) })
 	if err != nil {
-		return nil, fmt.Errorf("postgres: list conversations: %w", err)
+		return nil, wrap("list conversations", err)
 	}
 	return out, nil
 }
@@ -118,7 +125,7 @@ func (s *Store) ConversationMessages(ctx context.Context, conversationID string,
 	ms, err := collectMessages(s.pool.Query(ctx, "SELECT "+messageCols+" FROM messages WHERE conversation_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
 		conversationID, afterSeq, lim(limit)))
 	if err != nil {
-		return nil, fmt.Errorf("postgres: conversation messages: %w", err)
+		return nil, wrap("conversation messages", err)
 	}
 	return ms, nil
 }

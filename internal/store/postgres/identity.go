@@ -29,14 +29,7 @@ func (s *Store) EndIdentity(ctx context.Context, id string, now time.Time, detai
 			WHERE state = 0 AND receiver = $1
 			RETURNING `+receiptCols("messages"),
 			id, detail, now, event(now, core.StatusRejected, detail)))
-		if err != nil {
-			return err
-		}
-		ended := make(map[core.Lane]int)
-		for _, r := range out {
-			ended[core.Lane{Receiver: r.Receiver, Sender: r.Sender}]++
-		}
-		return decrementLanes(ctx, tx, ended)
+		return err
 	})
 	if err != nil {
 		if core.KindOf(err) == core.KindNotFound {

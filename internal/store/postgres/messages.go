@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,7 +29,7 @@ func appendHistory(p string) string {
 }
 
 func event(at time.Time, st core.Status, detail string) string {
-	e := core.ReceiptEvent{At: at, Status: st, Detail: detail}
+	e := core.ReceiptEvent{At: at, Status: st, Detail: core.SanitizeText(detail)}
 	b, _ := e.AppendJSON(make([]byte, 0, 96))
 	return string(b)
 }
@@ -78,13 +80,14 @@ func acceptStatement(pulled bool) string {
 		$10::text, $11::text, $12::bytea, ` + claim + `, ` + attempts + `
 	FROM free
 	WHERE $4::smallint <> 0 OR $14::integer <= 0
-		OR (SELECT COALESCE(SUM(pending), 0) FROM lanes WHERE receiver = $3::text) < $14::integer
+		OR (SELECT count(*) FROM (SELECT FROM messages WHERE state = 0 AND receiver = $3::text LIMIT $14::integer) q) < $14::integer
 	ON CONFLICT (id) DO NOTHING
 	RETURNING seq, attempts = 1 AS pulled
 ), lane AS (
 	INSERT INTO lanes (receiver, sender, pending, next_at)
-	SELECT $3::text, $2::text, 1, $13::timestamptz FROM ins WHERE $4::smallint = 0
-	ON CONFLICT (receiver, sender) DO UPDATE SET pending = lanes.pending + 1
+	SELECT $3::text, $2::text, 0, $13::timestamptz FROM ins WHERE $4::smallint = 0
+		AND NOT EXISTS (SELECT FROM lanes WHERE receiver = $3::text AND sender = $2::text)
+	ON CONFLICT (receiver, sender) DO NOTHING
 ), conv AS (
 	INSERT INTO conversations (id, created_at, last_message_at, messages)
 	SELECT $10::text, $13::timestamptz, $13::timestamptz, 1 FROM ins WHERE $10::text IS NOT NULL
@@ -119,54 +122,43 @@ func (s *Store) AcceptPulled(ctx context.Context, m *core.Message, r *core.Recei
 type pullLease struct{ now, until time.Time }
 
 func (s *Store) accept(ctx context.Context, m *core.Message, r *core.Receipt, maxQueue int, lease *pullLease) (core.AcceptResult, bool, error) {
+	if err := core.CheckStorableMessage(m); err != nil {
+		return core.AcceptResult{}, false, err
+	}
 	body, err := m.AppendJSON(make([]byte, 0, 512))
 	if err != nil {
-		return core.AcceptResult{}, false, fmt.Errorf("postgres: encode message: %w", err)
+		return core.AcceptResult{}, false, wrap("encode message", err)
 	}
 	hist, err := core.AppendHistoryJSON(nil, r.History)
 	if err != nil {
-		return core.AcceptResult{}, false, fmt.Errorf("postgres: encode history: %w", err)
+		return core.AcceptResult{}, false, wrap("encode history", err)
 	}
 	queued := r.Status == core.StatusQueued
-	state := 1
-	if queued {
-		state = 0
-	}
-	q := acceptSQL
-	args := []any{m.ID, m.Sender, m.Receiver, state, string(r.Status), string(hist), m.ExpiresAt, r.CreatedAt, r.UpdatedAt,
-		nullable(m.ConversationID), nullable(m.CorrelationID), body, m.ReceivedAt, maxQueue}
+	q := &acceptReq{ctx: ctx, m: m, r: r, max: maxQueue, lease: lease, body: body, hist: hist}
 	// The history it gets if it is handed out, as Pull would record it.
 	var pulledEvents []core.ReceiptEvent
 	if lease != nil {
 		pulledEvents = append(slices.Clip(r.History), core.ReceiptEvent{At: lease.now, Status: core.StatusQueued, Detail: core.DetailPulled})
-		pulledHist, err := core.AppendHistoryJSON(nil, pulledEvents)
-		if err != nil {
+		if q.pulled, err = core.AppendHistoryJSON(nil, pulledEvents); err != nil {
 			return core.AcceptResult{}, false, fmt.Errorf("postgres: encode history: %w", err)
 		}
-		q = acceptPulledSQL
-		args = append(args, lease.now, lease.until, string(pulledHist))
 	}
 	for range maxTxAttempts {
-		var seq int64
-		var pulled bool
-		err = s.pool.QueryRow(ctx, q, args...).Scan(&seq, &pulled)
-		if err == nil {
-			m.Seq = seq
+		a := s.submitAccept(q)
+		if a.err != nil {
+			return core.AcceptResult{}, false, wrap("accept", a.err)
+		}
+		if a.stored {
+			m.Seq = a.seq
 			res := core.AcceptResult{Receipt: *r}
 			switch {
-			case pulled:
+			case a.pulled:
 				m.Attempts = 1
 				res.Receipt.Attempts, res.Receipt.UpdatedAt, res.Receipt.History = 1, lease.now, pulledEvents
 			case queued:
 				s.signalDue() // a handed-off message is no other instance's work
 			}
-			return res, pulled, nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			if retryable(err) {
-				continue
-			}
-			return core.AcceptResult{}, false, fmt.Errorf("postgres: accept: %w", err)
+			return res, a.pulled, nil
 		}
 		// Nothing inserted: the id is taken, or the queue is full.
 		first, err := scanReceipt(s.pool.QueryRow(ctx, "SELECT "+receiptCols("")+" FROM messages WHERE id = $1", m.ID))
@@ -176,13 +168,13 @@ func (s *Store) accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 		case err == nil:
 			return core.AcceptResult{Receipt: *first, Duplicate: true}, false, nil
 		case !errors.Is(err, pgx.ErrNoRows):
-			return core.AcceptResult{}, false, fmt.Errorf("postgres: read first receipt: %w", err)
+			return core.AcceptResult{}, false, wrap("read first receipt", err)
 		case queued && maxQueue > 0:
 			return core.AcceptResult{}, false, fmt.Errorf("receiver %q has %d queued: %w", m.Receiver, maxQueue, core.ErrQueueFull)
 		}
 		// The message was purged between the two statements: try again.
 	}
-	return core.AcceptResult{}, false, fmt.Errorf("postgres: accept %q: gave up after %d attempts: %w", m.ID, maxTxAttempts, err)
+	return core.AcceptResult{}, false, fmt.Errorf("postgres: accept %q: gave up after %d attempts", m.ID, maxTxAttempts)
 }
 
 var receiptColumns = []string{"id", "sender", "receiver", "status", "attempts", "code", "last_error", "reply", "history", "created_at", "updated_at", "next_at", "expires_at"}
@@ -209,7 +201,7 @@ func scanReceipt(row pgx.Row) (*core.Receipt, error) {
 		r.Reply = json.RawMessage(reply)
 	}
 	if err := json.Unmarshal(hist, &r.History); err != nil {
-		return nil, fmt.Errorf("postgres: decode history: %w", err)
+		return nil, wrap("decode history", err)
 	}
 	r.CreatedAt, r.UpdatedAt, r.ExpiresAt = utc(created), utc(updated), utc(exp)
 	if r.Status == core.StatusQueued {
@@ -237,7 +229,7 @@ func scanMessage(row pgx.Row, extra ...any) (*core.Message, error) {
 	}
 	m := new(core.Message)
 	if err := json.Unmarshal(body, m); err != nil {
-		return nil, fmt.Errorf("postgres: decode message: %w", err)
+		return nil, wrap("decode message", err)
 	}
 	m.Seq, m.Attempts, m.ExpiresAt = seq, attempts, utc(exp)
 	return m, nil
@@ -257,7 +249,7 @@ func (s *Store) GetMessage(ctx context.Context, id string) (*core.Message, error
 		return nil, fmt.Errorf("message %q: %w", id, core.ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("postgres: get message: %w", err)
+		return nil, wrap("get message", err)
 	}
 	return m, nil
 }
@@ -269,7 +261,7 @@ func (s *Store) GetReceipt(ctx context.Context, id string) (*core.Receipt, error
 		return nil, fmt.Errorf("receipt %q: %w", id, core.ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("postgres: get receipt: %w", err)
+		return nil, wrap("get receipt", err)
 	}
 	return r, nil
 }
@@ -279,7 +271,7 @@ func (s *Store) Results(ctx context.Context, correlationID string, limit int) ([
 	ms, err := collectMessages(s.pool.Query(ctx, "SELECT "+messageCols+" FROM messages WHERE correlation_id = $1 ORDER BY seq LIMIT $2",
 		correlationID, lim(limit)))
 	if err != nil {
-		return nil, fmt.Errorf("postgres: results: %w", err)
+		return nil, wrap("results", err)
 	}
 	return ms, nil
 }
@@ -295,8 +287,9 @@ func (s *Store) Results(ctx context.Context, correlationID string, limit int) ([
 // owner and claim_until; lanes whose messages are all leased to a puller are
 // parked.
 const (
-	lockLanesSQL = `SELECT receiver, sender FROM lanes
-	WHERE pending > 0 AND NOT parked AND next_at <= $1 AND claim_until <= $1
+	lockLanesSQL = `SELECT receiver, sender FROM lanes l
+	WHERE NOT parked AND next_at <= $1 AND claim_until <= $1
+		AND EXISTS (SELECT FROM messages m WHERE m.state = 0 AND m.receiver = l.receiver AND m.sender = l.sender AND m.claim_until <= $1)
 	ORDER BY next_at, receiver, sender
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED`
@@ -306,10 +299,18 @@ const (
 	laneQueueSQL = `SELECT seq, body, attempts, expires_at FROM messages
 		WHERE state = 0 AND receiver = l.receiver AND sender = l.sender AND claim_until <= $3
 		ORDER BY seq LIMIT $4`
-	laneMessagesSQL = `SELECT l.receiver, l.sender, m.body, m.seq, m.attempts, m.expires_at
-	FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS l(receiver, sender, ord)
-	CROSS JOIN LATERAL (` + laneQueueSQL + `) m
-	ORDER BY l.ord, m.seq`
+	// laneMessagesSQL reads the claimable messages of the locked lanes,
+	// in lane order and then send order, with their bodies only while the
+	// bodies read so far stay under $5 bytes (the first always): a
+	// message past that comes without its body (NULL), and its lane
+	// keeps it and the rest for a later claim.
+	laneMessagesSQL = `SELECT receiver, sender, CASE WHEN run - len < $5 THEN body END, seq, attempts, expires_at FROM (
+		SELECT l.receiver, l.sender, m.body, m.seq, m.attempts, m.expires_at, l.ord, length(m.body) AS len,
+			sum(length(m.body)) OVER (ORDER BY l.ord, m.seq) AS run
+		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS l(receiver, sender, ord)
+		CROSS JOIN LATERAL (` + laneQueueSQL + `) m
+	) q
+	ORDER BY ord, seq`
 	stampLanesSQL = `UPDATE lanes l SET claim_until = $3, owner = $4
 	FROM unnest($1::text[], $2::text[]) AS u(receiver, sender)
 	WHERE l.receiver = u.receiver AND l.sender = u.sender`
@@ -346,10 +347,11 @@ func (s *Store) Claim(ctx context.Context, now, claimUntil time.Time, owner stri
 		if len(recvs) == 0 {
 			return nil
 		}
-		rows, err = tx.Query(ctx, laneMessagesSQL, recvs, sends, now, perLane)
+		rows, err = tx.Query(ctx, laneMessagesSQL, recvs, sends, now, perLane, s.readBytes)
 		if err != nil {
 			return err
 		}
+		cut := make(map[core.Lane]bool) // lanes with messages past the byte bound
 		for rows.Next() {
 			var l core.Lane
 			var body []byte
@@ -359,6 +361,10 @@ func (s *Store) Claim(ctx context.Context, now, claimUntil time.Time, owner stri
 			if err := rows.Scan(&l.Receiver, &l.Sender, &body, &seq, &attempts, &exp); err != nil {
 				rows.Close()
 				return err
+			}
+			if body == nil {
+				cut[l] = true
+				continue
 			}
 			m := new(core.Message)
 			if err := json.Unmarshal(body, m); err != nil {
@@ -382,7 +388,9 @@ func (s *Store) Claim(ctx context.Context, now, claimUntil time.Time, owner stri
 			cr, cs = append(cr, c.Lane.Receiver), append(cs, c.Lane.Sender)
 		}
 		for i := range recvs {
-			if !claimed[core.Lane{Receiver: recvs[i], Sender: sends[i]}] {
+			// A lane without claimable messages is parked (they are all
+			// leased to a puller); one cut off by the byte bound stays due.
+			if l := (core.Lane{Receiver: recvs[i], Sender: sends[i]}); !claimed[l] && !cut[l] {
 				pr, ps = append(pr, recvs[i]), append(ps, sends[i])
 			}
 		}
@@ -399,7 +407,7 @@ func (s *Store) Claim(ctx context.Context, now, claimUntil time.Time, owner stri
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("postgres: claim: %w", err)
+		return nil, wrap("claim", err)
 	}
 	return out, nil
 }
@@ -408,51 +416,39 @@ func laneCmp(a, b core.Lane) int {
 	return cmp.Or(strings.Compare(a.Receiver, b.Receiver), strings.Compare(a.Sender, b.Sender))
 }
 
-// settleLaneSQL settles a lane after a delivery round: $3 of its messages
-// ended. If owner $4 still holds it (the SET expressions see the row as
-// locked, so this is atomic across instances), it is next due at $5, parked
-// or not ($6), and claimed until $7 by $8 (the zero time and no owner
-// release it); a lane whose claim lapsed and went to another owner keeps
-// that owner's claim.
-const settleLaneSQL = `UPDATE lanes SET pending = pending - $3,
-		next_at = CASE WHEN owner = $4 THEN $5 ELSE next_at END,
-		parked = CASE WHEN owner = $4 THEN $6 ELSE parked END,
-		claim_until = CASE WHEN owner = $4 THEN $7 ELSE claim_until END,
-		owner = CASE WHEN owner = $4 THEN $8 ELSE owner END
-	WHERE receiver = $1 AND sender = $2`
+// settleLaneSQL settles a lane after a delivery round. If owner $3 still
+// holds it, it is next due at $4, parked or not ($5), and claimed until $6
+// by $7 (the zero time and no owner release it); a lane whose claim lapsed
+// and went to another owner keeps that owner's claim (the owner check is
+// made under the row's lock, so it holds across instances).
+const settleLaneSQL = `UPDATE lanes SET next_at = $4, parked = $5, claim_until = $6, owner = $7
+	WHERE receiver = $1 AND sender = $2 AND owner = $3`
 
-// Complete implements core.Store. Lanes are processed in key order, messages
-// before lanes, the lock order every write follows, to keep deadlocks (which
-// are retried) rare.
+// Complete implements core.Store, in one round trip: the outcomes and the
+// lanes' settlements go as one batch, which PostgreSQL runs as one
+// (implicit) transaction. Lanes are processed in key order, messages
+// before lanes, the lock order every write follows, to keep deadlocks
+// (which are retried) rare.
 func (s *Store) Complete(ctx context.Context, owner string, results []core.LaneResult) error {
 	results = slices.Clone(results)
 	slices.SortStableFunc(results, func(a, b core.LaneResult) int { return laneCmp(a.Lane, b.Lane) })
+	var outs []core.Outcome
+	for _, lr := range results {
+		outs = append(outs, lr.Outcomes...)
+	}
 	var ended []string
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var outs []core.Outcome
-		for _, lr := range results {
-			outs = append(outs, lr.Outcomes...)
-		}
-		var endedOn map[core.Lane]int
-		var err error
-		if ended, endedOn, err = recordOutcomes(ctx, tx, outs); err != nil {
+	err := s.sendBatch(ctx, func(b *pgx.Batch) error {
+		ended = nil
+		if err := queueOutcomes(b, outs, func(id string, _ core.Lane) { ended = append(ended, id) }); err != nil {
 			return err
 		}
-		var b pgx.Batch
 		for _, lr := range results {
-			b.Queue(settleLaneSQL, lr.Lane.Receiver, lr.Lane.Sender, endedOn[lr.Lane], owner, lr.NextAt, lr.Park, time.Time{}, "")
-			queueDropEmptyLane(&b, lr.Lane)
-			delete(endedOn, lr.Lane)
-		}
-		// Outcomes for messages of lanes the results did not name.
-		queueLaneDecrements(&b, endedOn)
-		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
-			return fmt.Errorf("release lanes: %w", err)
+			b.Queue(settleLaneSQL, lr.Lane.Receiver, lr.Lane.Sender, owner, lr.NextAt, lr.Park, time.Time{}, "")
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("postgres: complete: %w", err)
+		return wrap("complete", err)
 	}
 	s.signalReceipts(ended...)
 	for _, lr := range results {
@@ -464,6 +460,29 @@ func (s *Store) Complete(ctx context.Context, owner string, results []core.LaneR
 	return nil
 }
 
+// sendBatch sends the batch fill queues as one round trip, which
+// PostgreSQL runs as one implicit transaction (all or nothing), retrying it
+// after a deadlock or serialization failure; fill must reset whatever its
+// callbacks collect, since they run again on a retry.
+func (s *Store) sendBatch(ctx context.Context, fill func(b *pgx.Batch) error) error {
+	for attempt := 1; ; attempt++ {
+		var b pgx.Batch
+		if err := fill(&b); err != nil {
+			return err
+		}
+		err := s.pool.SendBatch(ctx, &b).Close()
+		if err == nil || attempt == maxTxAttempts || !retryable(err) {
+			return err
+		}
+		delay := time.Duration(attempt) * time.Duration(1+rand.IntN(5)) * time.Millisecond
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		}
+	}
+}
+
 // renewLaneSQL follows settleLaneSQL in CompleteRenew's transaction, as a
 // statement of its own: under READ COMMITTED it takes a fresh snapshot after
 // the lane's lock is held, so it sees the outcomes other instances committed
@@ -471,11 +490,15 @@ func (s *Store) Complete(ctx context.Context, owner string, results []core.LaneR
 // ($1, $2), it returns the lane's next claimable messages (laneQueueSQL)
 // and, when there are none, releases the lane. m is read twice, so it is
 // evaluated once: the messages returned are the ones the release counted.
-// A data-modifying WITH runs whether or not the query reads it.
+// A data-modifying WITH runs whether or not the query reads it. Messages
+// are read while their bodies stay under $6 bytes (the first always).
 const renewLaneSQL = `WITH l AS (
 		SELECT receiver, sender FROM lanes WHERE receiver = $1 AND sender = $2 AND owner = $5
 	), m AS (
-		SELECT m.body, m.seq, m.attempts, m.expires_at FROM l CROSS JOIN LATERAL (` + laneQueueSQL + `) m
+		SELECT body, seq, attempts, expires_at FROM (
+			SELECT m.body, m.seq, m.attempts, m.expires_at, length(m.body) AS len, sum(length(m.body)) OVER (ORDER BY m.seq) AS run
+			FROM l CROSS JOIN LATERAL (` + laneQueueSQL + `) m
+		) q WHERE run - len < $6
 	), released AS (
 		UPDATE lanes SET claim_until = ` + zeroTS + `, owner = ''
 		WHERE receiver = $1 AND sender = $2 AND owner = $5 AND NOT EXISTS (SELECT FROM m)
@@ -495,57 +518,27 @@ func (s *Store) CompleteRenew(ctx context.Context, owner string, res core.LaneRe
 	}
 	var next []*core.Message
 	var ended []string
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		next = nil
-		var endedOn map[core.Lane]int
-		var err error
-		if ended, endedOn, err = recordOutcomes(ctx, tx, res.Outcomes); err != nil {
+	err := s.sendBatch(ctx, func(b *pgx.Batch) error {
+		next, ended = nil, nil
+		if err := queueOutcomes(b, res.Outcomes, func(id string, _ core.Lane) { ended = append(ended, id) }); err != nil {
 			return err
 		}
-		var b pgx.Batch
-		b.Queue(settleLaneSQL, res.Lane.Receiver, res.Lane.Sender, endedOn[res.Lane], owner, now, false, claimUntil, owner)
-		b.Queue(renewLaneSQL, res.Lane.Receiver, res.Lane.Sender, now, perLane, owner).Query(func(rows pgx.Rows) error {
+		b.Queue(settleLaneSQL, res.Lane.Receiver, res.Lane.Sender, owner, now, false, claimUntil, owner)
+		b.Queue(renewLaneSQL, res.Lane.Receiver, res.Lane.Sender, now, perLane, owner, s.readBytes).Query(func(rows pgx.Rows) error {
 			ms, err := collectMessages(rows, nil)
 			next = ms
 			return err
 		})
-		queueDropEmptyLane(&b, res.Lane)
-		delete(endedOn, res.Lane)
-		// Outcomes for messages of other lanes.
-		queueLaneDecrements(&b, endedOn)
-		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
-			return fmt.Errorf("renew lane: %w", err)
-		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("postgres: complete and renew: %w", err)
+		return nil, wrap("complete and renew", err)
 	}
 	s.signalReceipts(ended...)
 	if len(next) == 0 {
 		s.signalDue() // released, as by Complete
 	}
 	return next, nil
-}
-
-// recordOutcomes records outs in tx (see queueOutcomes) and returns the ids
-// of the messages that ended and how many ended on each lane.
-func recordOutcomes(ctx context.Context, tx pgx.Tx, outs []core.Outcome) ([]string, map[core.Lane]int, error) {
-	var ended []string
-	endedOn := make(map[core.Lane]int)
-	var b pgx.Batch
-	if err := queueOutcomes(&b, outs, func(id string, l core.Lane) {
-		ended = append(ended, id)
-		endedOn[l]++
-	}); err != nil {
-		return nil, nil, err
-	}
-	if b.Len() > 0 {
-		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
-			return nil, nil, fmt.Errorf("record outcomes: %w", err)
-		}
-	}
-	return ended, endedOn, nil
 }
 
 // historyFrom is appendHistory for set-based updates: the event is column
@@ -576,7 +569,7 @@ func queueOutcomes(b *pgx.Batch, outs []core.Outcome, ended func(id string, l co
 		case core.OutcomeRetry:
 			retry.ids = append(retry.ids, o.MessageID)
 			retry.codes = append(retry.codes, int32(o.Code))
-			retry.errs = append(retry.errs, o.Error)
+			retry.errs = append(retry.errs, core.SanitizeText(o.Error))
 			retry.next = append(retry.next, o.NextAt)
 			retry.at = append(retry.at, o.At)
 			retry.events = append(retry.events, event(o.At, core.StatusQueued, retryDetail(o)))
@@ -592,7 +585,7 @@ func queueOutcomes(b *pgx.Batch, outs []core.Outcome, ended func(id string, l co
 		final.statuses = append(final.statuses, string(status))
 		final.attempts = append(final.attempts, attempt)
 		final.codes = append(final.codes, int32(o.Code))
-		final.errs = append(final.errs, o.Error)
+		final.errs = append(final.errs, core.SanitizeText(o.Error))
 		final.replies = append(final.replies, reply)
 		final.at = append(final.at, o.At)
 		final.events = append(final.events, event(o.At, status, o.Detail))
@@ -644,33 +637,6 @@ func retryDetail(o core.Outcome) string {
 	return "retry"
 }
 
-// queueDropEmptyLane deletes a lane with nothing queued and no claim.
-func queueDropEmptyLane(b *pgx.Batch, l core.Lane) {
-	b.Queue("DELETE FROM lanes WHERE receiver = $1 AND sender = $2 AND pending <= 0 AND claim_until = "+zeroTS, l.Receiver, l.Sender)
-}
-
-// queueLaneDecrements takes ended messages off their lanes' pending counts.
-func queueLaneDecrements(b *pgx.Batch, ended map[core.Lane]int) {
-	lanes := make([]core.Lane, 0, len(ended))
-	for l := range ended {
-		lanes = append(lanes, l)
-	}
-	slices.SortFunc(lanes, laneCmp)
-	for _, l := range lanes {
-		b.Queue("UPDATE lanes SET pending = pending - $3 WHERE receiver = $1 AND sender = $2", l.Receiver, l.Sender, ended[l])
-		queueDropEmptyLane(b, l)
-	}
-}
-
-func decrementLanes(ctx context.Context, tx pgx.Tx, ended map[core.Lane]int) error {
-	if len(ended) == 0 {
-		return nil
-	}
-	var b pgx.Batch
-	queueLaneDecrements(&b, ended)
-	return tx.SendBatch(ctx, &b).Close()
-}
-
 // ExpireDue implements core.Store.
 func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int) ([]*core.Receipt, error) {
 	var out []*core.Receipt
@@ -684,17 +650,10 @@ func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int) ([]*cor
 			FROM due WHERE m.seq = due.seq
 			RETURNING `+receiptCols("m"),
 			now, lim(limit), event(now, core.StatusTimeout, "ttl passed before delivery")))
-		if err != nil {
-			return err
-		}
-		ended := make(map[core.Lane]int)
-		for _, r := range out {
-			ended[core.Lane{Receiver: r.Receiver, Sender: r.Sender}]++
-		}
-		return decrementLanes(ctx, tx, ended)
+		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("postgres: expire: %w", err)
+		return nil, wrap("expire", err)
 	}
 	slices.SortFunc(out, func(a, b *core.Receipt) int {
 		return cmp.Or(a.ExpiresAt.Compare(b.ExpiresAt), strings.Compare(a.MessageID, b.MessageID))
@@ -711,10 +670,10 @@ func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int) ([]*cor
 func (s *Store) Wake(ctx context.Context, receiver string, now time.Time) (int, error) {
 	var depth int
 	err := s.pool.QueryRow(ctx, `WITH w AS (
-			UPDATE lanes SET parked = false, next_at = LEAST(next_at, $2) WHERE receiver = $1 RETURNING pending
-		) SELECT COALESCE(SUM(pending), 0) FROM w`, receiver, now).Scan(&depth)
+			UPDATE lanes SET parked = false, next_at = LEAST(next_at, $2) WHERE receiver = $1
+		) SELECT count(*) FROM messages WHERE state = 0 AND receiver = $1`, receiver, now).Scan(&depth)
 	if err != nil {
-		return 0, fmt.Errorf("postgres: wake: %w", err)
+		return 0, wrap("wake", err)
 	}
 	if depth > 0 {
 		s.signalDue()
@@ -722,22 +681,30 @@ func (s *Store) Wake(ctx context.Context, receiver string, now time.Time) (int, 
 	return depth, nil
 }
 
-// QueueDepth implements core.Store.
+// QueueDepth implements core.Store. Concurrent calls for one receiver
+// share one query.
 func (s *Store) QueueDepth(ctx context.Context, receiver string) (int, error) {
-	var depth int
-	if err := s.pool.QueryRow(ctx, "SELECT COALESCE(SUM(pending), 0) FROM lanes WHERE receiver = $1", receiver).Scan(&depth); err != nil {
-		return 0, fmt.Errorf("postgres: queue depth: %w", err)
-	}
-	return depth, nil
+	return s.depthReads.do(receiver, func() (int, error) {
+		var depth int
+		if err := s.pool.QueryRow(context.WithoutCancel(ctx), "SELECT count(*) FROM messages WHERE state = 0 AND receiver = $1", receiver).Scan(&depth); err != nil {
+			return 0, wrap("queue depth", err)
+		}
+		return depth, nil
+	})
 }
 
 // Pull implements core.Store. Concurrent pullers of one receiver skip each
 // other's rows (FOR UPDATE SKIP LOCKED) rather than lease a message twice.
 func (s *Store) Pull(ctx context.Context, receiver string, now, visibleAt time.Time, limit int, autoAck bool) ([]*core.Message, error) {
-	const pick = `WITH picked AS (
-		SELECT seq FROM messages
+	// Up to $3 messages, and only while their bodies stay under
+	// s.readBytes (the first always).
+	pick := `WITH locked AS (
+		SELECT seq, length(body) AS len FROM messages
 		WHERE state = 0 AND receiver = $1 AND claim_until <= $2 AND expires_at > $2
 		ORDER BY seq LIMIT $3 FOR UPDATE SKIP LOCKED
+	), picked AS (
+		SELECT seq FROM (SELECT seq, len, sum(len) OVER (ORDER BY seq) AS run FROM locked) q
+		WHERE run - len < ` + strconv.FormatInt(s.readBytes, 10) + `
 	) `
 	var out []*core.Message
 	var ended []string
@@ -759,23 +726,18 @@ func (s *Store) Pull(ctx context.Context, receiver string, now, visibleAt time.T
 		if err != nil {
 			return err
 		}
-		endedOn := make(map[core.Lane]int)
 		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*core.Message, error) {
 			var sender string
 			m, err := scanMessage(r, &sender)
 			if err == nil {
-				endedOn[core.Lane{Receiver: receiver, Sender: sender}]++
 				ended = append(ended, m.ID)
 			}
 			return m, err
 		})
-		if err != nil {
-			return err
-		}
-		return decrementLanes(ctx, tx, endedOn)
+		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("postgres: pull: %w", err)
+		return nil, wrap("pull", err)
 	}
 	slices.SortFunc(out, func(a, b *core.Message) int { return cmp.Compare(a.Seq, b.Seq) })
 	s.signalReceipts(ended...)
@@ -784,33 +746,34 @@ func (s *Store) Pull(ctx context.Context, receiver string, now, visibleAt time.T
 
 // Ack implements core.Store.
 func (s *Store) Ack(ctx context.Context, receiver string, ids []string, now time.Time) (int, error) {
+	// An id that could not have been stored matches nothing.
+	ids = slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return !core.Storable(id) })
 	if len(ids) == 0 {
 		return 0, nil
 	}
 	var ended []string
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	var err error
+	for range maxTxAttempts {
 		ended = ended[:0]
-		rows, err := tx.Query(ctx, `UPDATE messages SET state = 1, status = 'delivered', attempts = GREATEST(attempts, 1), updated_at = $3,
+		var rows pgx.Rows
+		rows, err = s.pool.Query(ctx, `UPDATE messages SET state = 1, status = 'delivered', attempts = GREATEST(attempts, 1), updated_at = $3,
 				claim_until = `+zeroTS+`, `+appendHistory("$4")+`
 			WHERE receiver = $1 AND id = ANY($2) AND state = 0
-			RETURNING id, sender`,
+			RETURNING id`,
 			receiver, ids, now, event(now, core.StatusDelivered, "acknowledged"))
-		if err != nil {
-			return err
+		if err == nil {
+			var id string
+			_, err = pgx.ForEachRow(rows, []any{&id}, func() error {
+				ended = append(ended, id)
+				return nil
+			})
 		}
-		endedOn := make(map[core.Lane]int)
-		var id, sender string
-		if _, err := pgx.ForEachRow(rows, []any{&id, &sender}, func() error {
-			ended = append(ended, id)
-			endedOn[core.Lane{Receiver: receiver, Sender: sender}]++
-			return nil
-		}); err != nil {
-			return err
+		if err == nil || !retryable(err) {
+			break
 		}
-		return decrementLanes(ctx, tx, endedOn)
-	})
+	}
 	if err != nil {
-		return 0, fmt.Errorf("postgres: ack: %w", err)
+		return 0, wrap("ack", err)
 	}
 	s.signalReceipts(ended...)
 	return len(ended), nil
@@ -827,7 +790,7 @@ func (s *Store) DeadLetters(ctx context.Context, f core.DeadLetterFilter) ([]*co
 	q += " ORDER BY updated_at DESC, seq DESC LIMIT $1"
 	rs, err := collectReceipts(s.pool.Query(ctx, q, args...))
 	if err != nil {
-		return nil, fmt.Errorf("postgres: dead letters: %w", err)
+		return nil, wrap("dead letters", err)
 	}
 	return rs, nil
 }
@@ -842,7 +805,7 @@ func (s *Store) Replay(ctx context.Context, id string, now, expiresAt time.Time)
 			return fmt.Errorf("message %q: %w", id, core.ErrNotFound)
 		}
 		if err != nil {
-			return fmt.Errorf("postgres: replay: %w", err)
+			return wrap("replay", err)
 		}
 		if !core.Status(status).DeadLetter() {
 			return fmt.Errorf("message %q is %s, not a dead letter: %w", id, status, core.ErrConflict)
@@ -852,12 +815,12 @@ func (s *Store) Replay(ctx context.Context, id string, now, expiresAt time.Time)
 			WHERE id = $1 RETURNING `+receiptCols(""),
 			id, expiresAt, now, event(now, core.StatusQueued, "replayed from dead letters")))
 		if err != nil {
-			return fmt.Errorf("postgres: replay: %w", err)
+			return wrap("replay", err)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO lanes (receiver, sender, pending, next_at) VALUES ($1, $2, 1, $3)
-			ON CONFLICT (receiver, sender) DO UPDATE SET pending = lanes.pending + 1, parked = false`,
+		if _, err := tx.Exec(ctx, `INSERT INTO lanes (receiver, sender, pending, next_at) VALUES ($1, $2, 0, $3)
+			ON CONFLICT (receiver, sender) DO UPDATE SET parked = false`,
 			out.Receiver, out.Sender, now); err != nil {
-			return fmt.Errorf("postgres: replay: %w", err)
+			return wrap("replay", err)
 		}
 		return nil
 	})
@@ -868,12 +831,33 @@ func (s *Store) Replay(ctx context.Context, id string, now, expiresAt time.Time)
 	return out, nil
 }
 
-// PurgeBefore implements core.Store.
+// PurgeBefore implements core.Store. Its last round (fewer than limit
+// deleted) also sweeps the lanes (lanes.go).
 func (s *Store) PurgeBefore(ctx context.Context, t time.Time, limit int) (int, error) {
 	tag, err := s.pool.Exec(ctx, `DELETE FROM messages WHERE seq IN (
 		SELECT seq FROM messages WHERE state = 1 AND updated_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`, t, lim(limit))
 	if err != nil {
-		return 0, fmt.Errorf("postgres: purge: %w", err)
+		return 0, wrap("purge", err)
 	}
-	return int(tag.RowsAffected()), nil
+	n := int(tag.RowsAffected())
+	if n < lim(limit) { // the last round of a purge: tidy the lanes too
+		if err := s.sweepLanes(ctx); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// QueueBytes implements core.QueueSizer: the stored size of a receiver's
+// queued messages (length reads a large body's size from its TOAST
+// pointer, without fetching it). Concurrent calls for one receiver share
+// one query.
+func (s *Store) QueueBytes(ctx context.Context, receiver string) (int64, error) {
+	return s.byteReads.do(receiver, func() (int64, error) {
+		var n int64
+		if err := s.pool.QueryRow(context.WithoutCancel(ctx), "SELECT COALESCE(SUM(length(body)), 0)::bigint FROM messages WHERE state = 0 AND receiver = $1", receiver).Scan(&n); err != nil {
+			return 0, wrap("queue bytes", err)
+		}
+		return n, nil
+	})
 }

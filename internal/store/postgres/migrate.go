@@ -33,7 +33,7 @@ type migration struct {
 func migrations() ([]migration, error) {
 	entries, err := fs.ReadDir(migrationFiles, "migrations")
 	if err != nil {
-		return nil, fmt.Errorf("postgres: read migrations: %w", err)
+		return nil, wrap("read migrations", err)
 	}
 	var out []migration
 	for _, e := range entries {
@@ -67,12 +67,12 @@ func Migrate(ctx context.Context, url string) error {
 	// work here as they do in Open.
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return fmt.Errorf("postgres: parse url: %w", err)
+		return wrap("parse url", err)
 	}
 	cfg.MaxConns = 1
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("postgres: connect: %w", err)
+		return wrap("connect", err)
 	}
 	defer pool.Close()
 	return migrate(ctx, pool)
@@ -92,26 +92,26 @@ func migrate(ctx context.Context, db interface {
 	}
 	tx, err := db.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("postgres: migrate: %w", err)
+		return wrap("migrate", err)
 	}
 	defer tx.Rollback(context.Background())
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", migrationLock); err != nil {
-		return fmt.Errorf("postgres: migrate: lock: %w", err)
+		return wrap("migrate: lock", err)
 	}
 	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    integer PRIMARY KEY,
 		name       text NOT NULL,
 		applied_at timestamptz NOT NULL DEFAULT now()
 	)`); err != nil {
-		return fmt.Errorf("postgres: migrate: %w", err)
+		return wrap("migrate", err)
 	}
 	rows, err := tx.Query(ctx, "SELECT version FROM schema_migrations")
 	if err != nil {
-		return fmt.Errorf("postgres: migrate: %w", err)
+		return wrap("migrate", err)
 	}
 	applied, err := pgx.CollectRows(rows, pgx.RowTo[int32])
 	if err != nil {
-		return fmt.Errorf("postgres: migrate: %w", err)
+		return wrap("migrate", err)
 	}
 	for _, m := range ms {
 		if slices.Contains(applied, int32(m.version)) {
@@ -127,7 +127,7 @@ func migrate(ctx context.Context, db interface {
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("postgres: migrate: commit: %w", err)
+		return wrap("migrate: commit", err)
 	}
 	return nil
 }

@@ -25,9 +25,9 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"strings"
@@ -57,7 +57,13 @@ type Options struct {
 	// Logger receives background errors (failed notifications, listener
 	// reconnects). Nil discards them.
 	Logger *slog.Logger
+	// ReadBytes bounds the message bodies one claim or pull reads (at
+	// least one message is always read; default DefaultReadBytes).
+	ReadBytes int64
 }
+
+// DefaultReadBytes is Options.ReadBytes's default.
+const DefaultReadBytes = 16 << 20
 
 // Store is the PostgreSQL implementation of core.Store. It is safe for
 // concurrent use; every write is committed when its method returns.
@@ -67,12 +73,21 @@ type Store struct {
 	dueChan     string
 	receiptChan string
 	notifier    *Notifier
+	readBytes   int64
+	// Queue sizes read by concurrent callers share one query.
+	depthReads flights[int]
+	byteReads  flights[int64]
 
 	// Pending notifications, sent by the notify loop after commit.
 	mu       sync.Mutex
 	due      bool
 	receipts []string
+	rechecks []recheck // lanes deleted, to look at again (lanes.go)
 	kick     chan struct{}
+
+	// Accepts waiting for a batch (accept.go).
+	accepts  chan *acceptReq
+	acceptWG sync.WaitGroup
 
 	quit      chan struct{}
 	done      chan struct{}
@@ -89,7 +104,7 @@ var (
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: parse url: %w", err)
+		return nil, wrap("parse url", err)
 	}
 	switch {
 	case opts.MaxConns > 0:
@@ -99,7 +114,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: connect: %w", err)
+		return nil, wrap("connect", err)
 	}
 	if err := migrate(ctx, pool); err != nil {
 		pool.Close()
@@ -119,11 +134,15 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		dueChan:     prefix + "_due",
 		receiptChan: prefix + "_receipt",
 		kick:        make(chan struct{}, 1),
+		readBytes:   cmp.Or(max(opts.ReadBytes, 0), DefaultReadBytes),
 		quit:        make(chan struct{}),
 		done:        make(chan struct{}),
 	}
 	s.notifier = newNotifier(pool, prefix+"_listener", log)
 	go s.notifyLoop()
+	s.startAcceptors()
+	s.acceptWG.Add(1)
+	go s.recheckLoop()
 	return s, nil
 }
 
@@ -132,6 +151,16 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.quit)
+		s.acceptWG.Wait()
+		for {
+			select {
+			case q := <-s.accepts:
+				q.done <- acceptAns{err: errors.New("postgres: store closed")}
+				continue
+			default:
+			}
+			break
+		}
 		<-s.done
 		s.notifier.Close()
 		s.pool.Close()
@@ -142,7 +171,7 @@ func (s *Store) Close() error {
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.pool.Ping(ctx); err != nil {
-		return fmt.Errorf("postgres: ping: %w", err)
+		return wrap("ping", err)
 	}
 	return nil
 }
@@ -155,8 +184,10 @@ func (s *Store) Notifier() *Notifier { return s.notifier }
 // payload is empty.
 func (s *Store) DueChannel() string { return s.dueChan }
 
-// ReceiptChannel is the channel notified when a message reaches a terminal
-// status; its payload is the message id.
+// ReceiptChannel is the channel notified when messages reach a terminal
+// status; its payload is their ids, one a line (see ReceiptIDs): one
+// notification carries the ids of many, since each NOTIFY is queued and
+// signalled to every listening session.
 func (s *Store) ReceiptChannel() string { return s.receiptChan }
 
 // signalDue and signalReceipts queue notifications; call them only after the
@@ -216,11 +247,45 @@ func (s *Store) flushNotifications() {
 		b.Queue("SELECT pg_notify($1, '')", s.dueChan)
 	}
 	if len(receipts) > 0 {
-		b.Queue("SELECT pg_notify($1, id) FROM unnest($2::text[]) AS id", s.receiptChan, receipts)
+		for _, p := range receiptPayloads(receipts) {
+			b.Queue("SELECT pg_notify($1, $2)", s.receiptChan, p)
+		}
 	}
 	if err := s.pool.SendBatch(ctx, &b).Close(); err != nil {
 		s.log.Warn("postgres: send notifications", "err", err)
 	}
+}
+
+// maxPayload is the most a receipt notification carries (PostgreSQL's
+// limit is 8000 bytes).
+const maxPayload = 7900
+
+// receiptPayloads joins ids into as few payloads as fit, one id a line.
+func receiptPayloads(ids []string) []string {
+	var out []string
+	var b strings.Builder
+	for _, id := range ids {
+		if b.Len() > 0 && b.Len()+1+len(id) > maxPayload {
+			out = append(out, b.String())
+			b.Reset()
+		}
+		if b.Len() > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(id)
+	}
+	if b.Len() > 0 {
+		out = append(out, b.String())
+	}
+	return out
+}
+
+// ReceiptIDs splits a ReceiptChannel payload into message ids.
+func ReceiptIDs(payload string) []string {
+	if payload == "" {
+		return nil
+	}
+	return strings.Split(payload, "\n")
 }
 
 // maxTxAttempts bounds how often a transaction is retried after a deadlock

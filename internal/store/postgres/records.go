@@ -16,6 +16,9 @@ import (
 // condition is the expected version, so concurrent writers on any instance
 // cannot both succeed.
 func (s *Store) PutRecord(ctx context.Context, r core.Record) (core.Record, error) {
+	if err := core.CheckStorableRecord(r); err != nil {
+		return core.Record{}, err
+	}
 	if r.Data == nil {
 		r.Data = []byte{}
 	}
@@ -29,7 +32,7 @@ func (s *Store) PutRecord(ctx context.Context, r core.Record) (core.Record, erro
 			WHERE kind = $1 AND id = $2 AND version = $6`, r.Kind, r.ID, r.Index, r.Data, r.UpdatedAt, r.Version)
 	}
 	if err != nil {
-		return core.Record{}, fmt.Errorf("postgres: put record: %w", err)
+		return core.Record{}, wrap("put record", err)
 	}
 	if tag.RowsAffected() == 0 {
 		return core.Record{}, fmt.Errorf("record %s/%s version %d: %w", r.Kind, r.ID, r.Version, core.ErrConflict)
@@ -55,7 +58,7 @@ func (s *Store) GetRecord(ctx context.Context, kind, id string) (core.Record, er
 		return core.Record{}, fmt.Errorf("record %s/%s: %w", kind, id, core.ErrNotFound)
 	}
 	if err != nil {
-		return core.Record{}, fmt.Errorf("postgres: get record: %w", err)
+		return core.Record{}, wrap("get record", err)
 	}
 	return r, nil
 }
@@ -88,11 +91,11 @@ func (s *Store) ListRecordsAfter(ctx context.Context, kind, index, afterID strin
 func (s *Store) listRecords(ctx context.Context, q string, args ...any) ([]core.Record, error) {
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: list records: %w", err)
+		return nil, wrap("list records", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (core.Record, error) { return scanRecord(r) })
 	if err != nil {
-		return nil, fmt.Errorf("postgres: list records: %w", err)
+		return nil, wrap("list records", err)
 	}
 	return out, nil
 }
@@ -101,7 +104,7 @@ func (s *Store) listRecords(ctx context.Context, q string, args ...any) ([]core.
 func (s *Store) DeleteRecord(ctx context.Context, kind, id string) error {
 	tag, err := s.pool.Exec(ctx, "DELETE FROM records WHERE kind = $1 AND id = $2", kind, id)
 	if err != nil {
-		return fmt.Errorf("postgres: delete record: %w", err)
+		return wrap("delete record", err)
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("record %s/%s: %w", kind, id, core.ErrNotFound)

@@ -14,6 +14,9 @@ import (
 
 // UpsertAgent implements core.Store.
 func (s *Store) UpsertAgent(ctx context.Context, a *core.Agent) (bool, error) {
+	if err := core.CheckStorableAgent(a); err != nil {
+		return false, err
+	}
 	data, err := json.Marshal(a)
 	if err != nil {
 		return false, fmt.Errorf("sqlite: encode agent: %w", err)

@@ -12,6 +12,9 @@ import (
 
 // CreateConversation implements core.Store.
 func (s *Store) CreateConversation(ctx context.Context, c *core.Conversation) error {
+	if err := core.CheckStorableConversation(c); err != nil {
+		return err
+	}
 	return s.write(ctx, func(tx *wtx) error {
 		res, err := tx.ExecContext(ctx, "INSERT OR IGNORE INTO conversations(id, created_at, last_message_at, messages) VALUES (?,?,?,0)",
 			c.ID, ts(c.CreatedAt), ts(c.CreatedAt))
@@ -33,6 +36,10 @@ func (s *Store) CreateConversation(ctx context.Context, c *core.Conversation) er
 
 // SetTraceID implements core.Store.
 func (s *Store) SetTraceID(ctx context.Context, conversationID, agentID, traceID string, now time.Time) error {
+	if err := core.CheckStorableConversation(&core.Conversation{ID: conversationID,
+		Participants: []core.Participant{{AgentID: agentID, TraceID: traceID}}}); err != nil {
+		return err
+	}
 	return s.write(ctx, func(tx *wtx) error {
 		var one int
 		err := tx.QueryRowContext(ctx, "SELECT 1 FROM conversations WHERE id = ?", conversationID).Scan(&one)

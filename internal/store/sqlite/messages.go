@@ -88,6 +88,9 @@ type laneClaim struct {
 // stream (pulled); with claim it may claim m's lane (then pulled reports
 // the claim).
 func (s *Store) accept(ctx context.Context, m *core.Message, r *core.Receipt, maxQueue int, lease *pullLease, claim *laneClaim) (core.AcceptResult, bool, error) {
+	if err := core.CheckStorableMessage(m); err != nil {
+		return core.AcceptResult{}, false, err
+	}
 	body, err := m.AppendJSON(make([]byte, 0, 512))
 	if err != nil {
 		return core.AcceptResult{}, false, fmt.Errorf("sqlite: encode message: %w", err)
@@ -210,7 +213,8 @@ func (s *Store) accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 		}
 		m.Seq = seq
 		if queued {
-			tx.afterCommit(func() { tx.s.cache.put(m) })
+			size := int64(len(body))
+			tx.afterCommit(func() { tx.s.cache.put(m, size) })
 		}
 		res = core.AcceptResult{Receipt: *r}
 		if handOut {
@@ -255,32 +259,45 @@ const messageCols = "body, seq, attempts, expires_at"
 const queuedCols = "id, body, seq, attempts, expires_at"
 
 // scanQueued reads rows of queuedCols, taking bodies from the cache when
-// it has them.
-func (s *Store) scanQueued(rows *sql.Rows, err error) ([]*core.Message, error) {
+// it has them, until their stored bodies reach maxBytes (at least one is
+// read). It returns the bytes read and whether it stopped at maxBytes
+// with rows left.
+func (s *Store) scanQueued(maxBytes int64) func(rows *sql.Rows, err error) ([]*core.Message, int64, bool, error) {
+	return func(rows *sql.Rows, err error) ([]*core.Message, int64, bool, error) {
+		return s.scanQueuedRows(rows, err, maxBytes)
+	}
+}
+
+func (s *Store) scanQueuedRows(rows *sql.Rows, err error, maxBytes int64) ([]*core.Message, int64, bool, error) {
 	if err != nil {
-		return nil, err
+		return nil, 0, false, err
 	}
 	defer rows.Close()
 	var out []*core.Message
+	var total int64
 	for rows.Next() {
+		if len(out) > 0 && total >= maxBytes {
+			return out, total, true, nil
+		}
 		var id string
 		var body sql.RawBytes
 		var seq, exp int64
 		var attempts int
 		if err := rows.Scan(&id, &body, &seq, &attempts, &exp); err != nil {
-			return nil, err
+			return nil, 0, false, err
 		}
+		total += int64(len(body))
 		m := s.cache.get(id, seq)
 		if m == nil {
 			m = new(core.Message)
 			if err := json.Unmarshal(body, m); err != nil {
-				return nil, fmt.Errorf("sqlite: decode message: %w", err)
+				return nil, 0, false, fmt.Errorf("sqlite: decode message: %w", err)
 			}
 		}
 		m.Seq, m.Attempts, m.ExpiresAt = seq, attempts, tm(exp)
 		out = append(out, m)
 	}
-	return out, rows.Err()
+	return out, total, false, rows.Err()
 }
 
 func scanMessage(sc interface{ Scan(...any) error }) (*core.Message, error) {
@@ -375,11 +392,16 @@ func (s *Store) Claim(ctx context.Context, now, claimUntil time.Time, owner stri
 			lanes = append(lanes, l)
 		}
 		rows.Close()
+		left := s.readBytes
 		for _, l := range lanes {
-			ms, err := s.claimable(ctx, tx, l, now, perLane)
+			if left <= 0 {
+				break // read enough for one claim; the other lanes stay due
+			}
+			ms, n, err := s.claimable(ctx, tx, l, now, perLane, left)
 			if err != nil {
 				return err
 			}
+			left -= n
 			if len(ms) == 0 {
 				// The lane's messages are all leased to a puller.
 				if _, err := tx.ExecContext(ctx, "UPDATE lanes SET parked = 1 WHERE receiver = ? AND sender = ?", l.Receiver, l.Sender); err != nil {
@@ -399,15 +421,16 @@ func (s *Store) Claim(ctx context.Context, now, claimUntil time.Time, owner stri
 }
 
 // claimable reads up to perLane of a lane's queued messages that no puller
-// holds at now, in order.
-func (s *Store) claimable(ctx context.Context, tx *wtx, l core.Lane, now time.Time, perLane int) ([]*core.Message, error) {
-	ms, err := s.scanQueued(tx.QueryContext(ctx, "SELECT "+queuedCols+` FROM messages
+// holds at now, in order, and no more than maxBytes of them (but at least
+// one); it returns the bytes read.
+func (s *Store) claimable(ctx context.Context, tx *wtx, l core.Lane, now time.Time, perLane int, maxBytes int64) ([]*core.Message, int64, error) {
+	ms, n, _, err := s.scanQueued(maxBytes)(tx.QueryContext(ctx, "SELECT "+queuedCols+` FROM messages
 		WHERE state = 0 AND receiver = ? AND sender = ? AND claim_until <= ? ORDER BY seq LIMIT ?`,
 		l.Receiver, l.Sender, ts(now), perLane))
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: claim lane: %w", err)
+		return nil, 0, fmt.Errorf("sqlite: claim lane: %w", err)
 	}
-	return ms, nil
+	return ms, n, nil
 }
 
 // CompleteRenew implements core.LaneRenewer: one write records the lane's
@@ -441,7 +464,7 @@ func (s *Store) CompleteRenew(ctx context.Context, owner string, lr core.LaneRes
 		if err != nil {
 			return fmt.Errorf("sqlite: renew lane: %w", err)
 		}
-		ms, err := s.claimable(ctx, tx, lr.Lane, now, perLane)
+		ms, _, err := s.claimable(ctx, tx, lr.Lane, now, perLane, s.readBytes)
 		if err != nil {
 			return err
 		}
@@ -750,4 +773,14 @@ func (s *Store) PurgeBefore(ctx context.Context, t time.Time, limit int) (int, e
 		return nil
 	})
 	return int(n), err
+}
+
+// QueueBytes implements core.QueueSizer: the stored size of a receiver's
+// queued messages.
+func (s *Store) QueueBytes(ctx context.Context, receiver string) (int64, error) {
+	var n int64
+	if err := s.readRow(ctx, "SELECT COALESCE(SUM(length(body)), 0) FROM messages WHERE state = 0 AND receiver = ?", receiver).Scan(&n); err != nil {
+		return 0, fmt.Errorf("sqlite: queue bytes: %w", err)
+	}
+	return n, nil
 }

@@ -76,11 +76,12 @@ func (s *Store) Pull(ctx context.Context, receiver string, now, visibleAt time.T
 		cur, ok := s.cursors[receiver]
 		ok = ok && ts(now) < cur.until && s.lastSeq-cur.after <= s.cursorReach
 		var ms []*core.Message
+		var cut bool
 		var err error
 		if ok {
-			ms, err = s.scanQueued(tx.QueryContext(ctx, pullAfter, cur.after, receiver, ts(now), ts(now), lim(limit)))
+			ms, _, cut, err = s.scanQueued(s.readBytes)(tx.QueryContext(ctx, pullAfter, cur.after, receiver, ts(now), ts(now), lim(limit)))
 		} else {
-			ms, err = s.scanQueued(tx.QueryContext(ctx, pullAll, receiver, ts(now), ts(now), lim(limit)))
+			ms, _, cut, err = s.scanQueued(s.readBytes)(tx.QueryContext(ctx, pullAll, receiver, ts(now), ts(now), lim(limit)))
 		}
 		if err != nil {
 			return fmt.Errorf("sqlite: pull: %w", err)
@@ -109,14 +110,15 @@ func (s *Store) Pull(ctx context.Context, receiver string, now, visibleAt time.T
 				}
 			}
 		}
-		return s.moveCursor(ctx, tx, receiver, cur, ok, ms, limit, now, visibleAt, autoAck)
+		return s.moveCursor(ctx, tx, receiver, cur, ok, ms, len(ms) == lim(limit) || cut, now, visibleAt, autoAck)
 	})
 	return out, err
 }
 
 // moveCursor sets the receiver's cursor after a pull that handed out ms,
-// reading from cur (if used) or the whole queue.
-func (s *Store) moveCursor(ctx context.Context, tx *wtx, receiver string, cur pullCursor, used bool, ms []*core.Message, limit int, now, visibleAt time.Time, autoAck bool) error {
+// reading from cur (if used) or the whole queue; stopped says the pull
+// stopped at its limit (of messages or bytes), so more may wait after it.
+func (s *Store) moveCursor(ctx context.Context, tx *wtx, receiver string, cur pullCursor, used bool, ms []*core.Message, stopped bool, now, visibleAt time.Time, autoAck bool) error {
 	next := cur
 	if !used {
 		// Fresh from the whole queue: learn when its claims run out.
@@ -133,7 +135,7 @@ func (s *Store) moveCursor(ctx context.Context, tx *wtx, receiver string, cur pu
 		next.until = min(next.until, ts(visibleAt))
 	}
 	switch {
-	case len(ms) == lim(limit):
+	case stopped:
 		// More may wait right after the last one handed out.
 		next.after = ms[len(ms)-1].Seq
 		next.behind = true

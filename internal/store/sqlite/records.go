@@ -11,6 +11,9 @@ import (
 
 // PutRecord implements core.RecordStore.
 func (s *Store) PutRecord(ctx context.Context, r core.Record) (core.Record, error) {
+	if err := core.CheckStorableRecord(r); err != nil {
+		return core.Record{}, err
+	}
 	err := s.write(ctx, func(tx *wtx) error {
 		var cur int64
 		err := tx.QueryRowContext(ctx, "SELECT version FROM records WHERE kind = ? AND id = ?", r.Kind, r.ID).Scan(&cur)

@@ -11,10 +11,12 @@ import (
 	_ "embed" // schema.sql
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchboard-hub/switchboard/internal/core"
@@ -40,7 +42,28 @@ type Options struct {
 	// NoSync turns off fsync on commit (tests and benchmarks only: a crash
 	// can lose the last commits).
 	NoSync bool
+	// Check is the integrity check run at open: CheckQuick (default),
+	// CheckFull or CheckOff. A store that fails it is not opened (see
+	// DamageError).
+	Check string
+	// Recover, when a damaged or missing store is found at open, moves it
+	// aside and starts with an empty store (RecoverFresh) or with what can
+	// be read of it (RecoverSalvage). A healthy store is opened as it is.
+	Recover string
+	// Logger receives what recovery did. Nil discards it.
+	Logger *slog.Logger
+	// Budget is the hub's memory budget: the message cache takes what it
+	// holds from it (nil: no budget).
+	Budget *core.Budget
+	// CacheBytes bounds the message cache (default 32 MiB).
+	CacheBytes int64
+	// ReadBytes bounds the message bodies one claim or pull reads (at
+	// least one message is always read; default DefaultReadBytes).
+	ReadBytes int64
 }
+
+// DefaultReadBytes is Options.ReadBytes's default.
+const DefaultReadBytes = 16 << 20
 
 // lockFile is the data directory's lock file (see lockDir).
 const lockFile = "switchboard.lock"
@@ -52,11 +75,16 @@ var ErrInUse = errors.New("sqlite: data directory in use by another process")
 // Store is the SQLite implementation of core.Store.
 type Store struct {
 	unlock func() // releases the data directory's lock
-	wdb    *sql.DB
-	rdb    *sql.DB
-	ops    chan *op
-	quit   chan struct{}
-	wg     sync.WaitGroup
+	path   string
+	file   os.FileInfo // the database file opened, for Ping
+	// damaged holds the first "malformed database" error a write met:
+	// from then on Ping fails (readiness), since every later write may too.
+	damaged atomic.Pointer[error]
+	wdb     *sql.DB
+	rdb     *sql.DB
+	ops     chan *op
+	quit    chan struct{}
+	wg      sync.WaitGroup
 
 	closeOnce sync.Once
 	wstmts    sync.Map // query → *sql.Stmt prepared on the writer's connection
@@ -71,6 +99,7 @@ type Store struct {
 	lastSeq     int64
 	cursorReach int64 // defaultCursorReach; negative turns cursors off
 	maxCursors  int   // defaultMaxCursors
+	readBytes   int64 // Options.ReadBytes
 }
 
 // wtx is a write transaction whose statements are prepared once and reused:
@@ -199,7 +228,9 @@ type op struct {
 }
 
 // Open opens (creating if needed) the store in directory dir, which one
-// process at a time may have open (ErrInUse).
+// process at a time may have open (ErrInUse). A store that is damaged, or
+// missing where one was created, is a *DamageError (see inspect), unless
+// o.Recover says what to do with it.
 func Open(ctx context.Context, dir string, o Options) (_ *Store, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("sqlite: create data directory: %w", err)
@@ -213,7 +244,41 @@ func Open(ctx context.Context, dir string, o Options) (_ *Store, err error) {
 			unlock()
 		}
 	}()
-	path := filepath.Join(dir, "switchboard.db")
+	switch o.Recover {
+	case "", RecoverFresh, RecoverSalvage:
+	default:
+		return nil, fmt.Errorf("sqlite: recover %q: want fresh or salvage", o.Recover)
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s, err := openChecked(ctx, dir, o)
+	if err == nil || o.Recover == "" || !errors.Is(err, ErrDamaged) {
+		if err == nil {
+			s.unlock = unlock
+		}
+		return s, err
+	}
+	note, rerr := recoverStore(ctx, dir, o.Recover, err, time.Now())
+	if rerr != nil {
+		return nil, errors.Join(err, rerr)
+	}
+	log.Warn("sqlite: store recovered (--recover "+o.Recover+")", "dir", dir, "what", note)
+	s, err = openChecked(ctx, dir, o)
+	if err == nil {
+		s.unlock = unlock
+	}
+	return s, err
+}
+
+// openChecked inspects the store's files, opens it and checks it; a
+// damaged or missing store is a *DamageError. The caller holds the lock.
+func openChecked(ctx context.Context, dir string, o Options) (_ *Store, err error) {
+	path := filepath.Join(dir, dbFile)
+	if err := inspect(dir); err != nil {
+		return nil, err
+	}
 	sync := "FULL"
 	switch strings.ToLower(o.Sync) {
 	case "", "full":
@@ -235,9 +300,20 @@ func Open(ctx context.Context, dir string, o Options) (_ *Store, err error) {
 	wdb.SetMaxOpenConns(1)
 	wdb.SetMaxIdleConns(1)
 	wdb.SetConnMaxLifetime(0)
+	if err := checkDB(ctx, wdb, dir, o.Check); err != nil {
+		wdb.Close()
+		return nil, err
+	}
 	if _, err := wdb.ExecContext(ctx, schema); err != nil {
 		wdb.Close()
+		if corrupt(err) {
+			return nil, &DamageError{Dir: dir, File: path, Problem: "SQLite cannot read it: " + err.Error()}
+		}
 		return nil, fmt.Errorf("sqlite: create schema: %w", err)
+	}
+	if err := writeMarker(dir, time.Now()); err != nil {
+		wdb.Close()
+		return nil, err
 	}
 	readers := o.Readers
 	if readers <= 0 {
@@ -250,12 +326,21 @@ func Open(ctx context.Context, dir string, o Options) (_ *Store, err error) {
 	}
 	rdb.SetMaxOpenConns(readers)
 	rdb.SetMaxIdleConns(readers)
-	s := &Store{unlock: unlock, wdb: wdb, rdb: rdb, unprepared: map[string]struct{}{}, cache: newMsgCache(), cursors: map[string]pullCursor{}, cursorReach: defaultCursorReach, maxCursors: defaultMaxCursors, ops: make(chan *op, maxBatch), quit: make(chan struct{})}
+	s := &Store{path: path, wdb: wdb, rdb: rdb, unprepared: map[string]struct{}{}, cache: newMsgCache(o.CacheBytes, o.Budget), cursors: map[string]pullCursor{}, cursorReach: defaultCursorReach, maxCursors: defaultMaxCursors, ops: make(chan *op, maxBatch), quit: make(chan struct{})}
 	// Pull cursors measure their reach from the newest message.
 	if err := wdb.QueryRowContext(ctx, "SELECT COALESCE(MAX(seq), 0) FROM messages").Scan(&s.lastSeq); err != nil {
 		wdb.Close()
 		rdb.Close()
 		return nil, fmt.Errorf("sqlite: read last message: %w", err)
+	}
+	s.readBytes = o.ReadBytes
+	if s.readBytes <= 0 {
+		s.readBytes = DefaultReadBytes
+	}
+	if s.file, err = os.Stat(path); err != nil {
+		wdb.Close()
+		rdb.Close()
+		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	s.wg.Add(1)
 	go s.writer()
@@ -272,13 +357,28 @@ func (s *Store) Close() error {
 			c.Range(func(_, v any) bool { v.(*sql.Stmt).Close(); return true })
 		}
 		err = errors.Join(s.rdb.Close(), s.wdb.Close())
-		s.unlock()
+		if s.unlock != nil {
+			s.unlock()
+		}
 	})
 	return err
 }
 
-// Ping checks that the database answers.
+// Ping checks that the database answers, that its file is still the one
+// opened (not deleted or replaced under the running hub, which would then
+// write to a file no one can open again), and that no write has found it
+// damaged.
 func (s *Store) Ping(ctx context.Context) error {
+	if p := s.damaged.Load(); p != nil {
+		return fmt.Errorf("sqlite: %s is damaged (%w); restart the hub to check it", s.path, *p)
+	}
+	st, err := os.Stat(s.path)
+	switch {
+	case err != nil:
+		return fmt.Errorf("sqlite: ping: the database file is gone: %w", err)
+	case !os.SameFile(st, s.file):
+		return fmt.Errorf("sqlite: ping: %s was replaced while the hub had it open", s.path)
+	}
 	var one int
 	if err := s.readRow(ctx, "SELECT 1").Scan(&one); err != nil {
 		return fmt.Errorf("sqlite: ping: %w", err)
@@ -303,6 +403,9 @@ func (s *Store) write(ctx context.Context, fn func(tx *wtx) error) error {
 	// ctx ends, so callers never mistake a committed write for a lost one.
 	select {
 	case err := <-o.err:
+		if corrupt(err) {
+			s.damaged.CompareAndSwap(nil, &err)
+		}
 		return classify(err)
 	case <-s.quit:
 		select {

@@ -27,6 +27,17 @@ func TestContract(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) core.Store { return open(t) })
 }
 
+func TestReadBytes(t *testing.T) {
+	storetest.RunReadBytes(t, func(t *testing.T) core.Store {
+		s, err := sqlite.Open(context.Background(), t.TempDir(), sqlite.Options{ReadBytes: storetest.ReadBytes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
 func BenchmarkStore(b *testing.B) {
 	storetest.Bench(b, func(b *testing.B) core.Store { return open(b) })
 }

@@ -49,6 +49,8 @@ func Run(t *testing.T, open func(t *testing.T) core.Store) {
 		{"Conversations", conversationCases},
 		{"Records", recordCases},
 		{"Identity", identityCases},
+		{"Text", textCases},
+		{"Concurrent", concurrentCases},
 		{"Ping", []testCase{{"answers", func(t *testing.T, s core.Store) {
 			if err := s.Ping(context.Background()); err != nil {
 				t.Fatalf("Ping: %v", err)

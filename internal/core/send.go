@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -86,7 +87,11 @@ func (r *Relay) send(ctx context.Context, p Principal, m *Message, checkAccess b
 	}
 	if Hidden(recv.ID) {
 		if err := Authorize(p, OpSendToInternal, RelNone); err != nil {
-			return SendResult{}, fmt.Errorf("receiver %q: %w", m.Receiver, ErrUnknownReceiver)
+			// An answer to what the helper sent is let through (the
+			// answer's author is checked below, as for any answer).
+			if ok, err := r.answersHelper(ctx, p, m); err != nil || !ok {
+				return SendResult{}, fmt.Errorf("receiver %q: %w", m.Receiver, cmp.Or(err, ErrUnknownReceiver))
+			}
 		}
 	}
 	if checkAccess {

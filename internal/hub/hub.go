@@ -40,11 +40,11 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/auth"
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/dashboard"
-	"github.com/switchboard-hub/switchboard/internal/deliver/a2aremote"
 	"github.com/switchboard-hub/switchboard/internal/deliver/webhook"
 	"github.com/switchboard-hub/switchboard/internal/metrics"
 	"github.com/switchboard-hub/switchboard/internal/opsapi"
 	"github.com/switchboard-hub/switchboard/internal/proto/a2a"
+	a2aremote "github.com/switchboard-hub/switchboard/internal/proto/a2a/remote"
 	"github.com/switchboard-hub/switchboard/internal/proto/atp"
 	"github.com/switchboard-hub/switchboard/internal/proto/mamp"
 	mcpadapter "github.com/switchboard-hub/switchboard/internal/proto/mcp"
@@ -222,7 +222,7 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	relay.SetDeliverer(core.EndpointMAMP, webhook.New(client, mamp.Encoder{Host: relay.Config().Host}, signer))
 	relay.SetDeliverer(core.EndpointA2A, a2aremote.New(policy.Client(relay.Config().DeliverTimeout)))
 	client.Transport = tracing.Transport(client.Transport)
-	relay.SetDeliverer(a2a.EndpointPush, a2a.PushDeliverer{Client: client})
+	relay.SetDeliverer(a2a.EndpointPush, webhook.New(client, a2a.PushEncoder{}, a2a.PushSigner{}))
 	// deliverers: each protocol adapter adds its line above this marker.
 
 	h := &Hub{Relay: relay, Store: st, Mux: http.NewServeMux(), opt: opt, log: log, Outbound: client,
@@ -257,9 +257,13 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 		// credentials, in the core.
 		relay.SetRevoker(h.Creds)
 	}
+	a2aSrv := a2a.New(relay, a2a.Options{Records: st, MaxBody: opt.MaxBody, Secured: !opt.Dev, Logger: log, CheckURL: policy.CheckURL})
+	relay.SetDeliverer(a2a.EndpointReply, a2aSrv.ReplyDeliverer())
 	// Adapters on the contract: mounted here, run by Serve.
 	h.adapters = []Adapter{
 		atp.New(relay, atp.Options{MaxBody: opt.MaxBody, Issuer: issuer, Secrets: signer, CheckURL: policy.CheckURL}),
+		a2aSrv,
+		a2aremote.NewRegistrar(relay, a2aremote.Options{Logger: log, Client: policy.Client(10 * time.Second)}),
 		opsapi.New(relay, opt.Version),
 	}
 	for _, a := range h.adapters {
@@ -267,10 +271,6 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	}
 	// Adapters not yet on the contract, mounted the old way.
 	mamp.New(relay, mamp.Options{MaxBody: opt.MaxBody, Issuer: issuer, Remotes: mamp.RemotesFromEnv(), Context: legacyCtx, Logger: log, CheckURL: policy.CheckURL, Secrets: signer}).Mount(h.Mux)
-	a2a.New(relay, a2a.Options{MaxBody: opt.MaxBody, Secured: !opt.Dev, Context: legacyCtx, Logger: log, HTTPClient: client, CheckURL: policy.CheckURL}).Mount(h.Mux)
-	a2aReg := a2aremote.NewRegistrar(relay, a2aremote.Options{Logger: log, Client: policy.Client(10 * time.Second)})
-	a2aReg.Mount(h.Mux)
-	h.workers = append(h.workers, worker{"a2a remote agents", a2aReg.Run})
 	h.AMP = amp.New(&ampstore.Store{Records: st, Clock: clock})
 	ampHandler := ampapi.New(h.AMP, h.log)
 	h.Mux.Handle("GET /v4/amp", ampHandler)
@@ -458,6 +458,9 @@ func (h *Hub) Serve(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes:    64 << 10,
 		// Requests end with ctx: streams end when the hub stops.
 		BaseContext: func(net.Listener) context.Context { return ctx },
+		// HTTP/2 without TLS too (prior knowledge, h2c): the A2A gRPC
+		// binding is served on this port (HTTP/2 with TLS as ever).
+		Protocols: serverProtocols(),
 	}
 	stage := func(s string) {
 		h.log.Debug("hub stopped", "stage", s)
@@ -545,6 +548,17 @@ func (h *Hub) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	stage("store")
 	return err
+}
+
+// serverProtocols are the protocols the hub serves: HTTP/1.1, HTTP/2
+// over TLS and HTTP/2 without it (h2c with prior knowledge, as gRPC
+// clients speak it).
+func serverProtocols() *http.Protocols {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetHTTP2(true)
+	p.SetUnencryptedHTTP2(true)
+	return &p
 }
 
 // Close closes the store (once; Serve does it when it returns) and ends

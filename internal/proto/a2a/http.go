@@ -1,0 +1,82 @@
+package a2a
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	sdk "github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/switchboard-hub/switchboard/internal/httperr"
+)
+
+// Mount adds the adapter's routes to mux (the hub's adapter contract):
+//
+//   - GET /.well-known/agent-card.json (and agent.json): the hub's card, a
+//     directory of its agents; GET /a2a/agents: the same directory;
+//   - GET /a2a/{agent}/.well-known/agent-card.json: the agent's card (1.0,
+//     with the 0.3 fields); …/agent.json: its pure 0.3 card;
+//   - POST /a2a/{agent}: the JSON-RPC binding, 1.0 and 0.3 by A2A-Version;
+//   - /a2a/{agent}/…: the HTTP+JSON (REST) binding, 1.0 (/message:send,
+//     /tasks/…) and 0.3 (/v1/message:send, …);
+//   - POST /lf.a2a.v1.A2AService/…: the gRPC binding (1.0), for every
+//     agent, each request naming its agent as its tenant.
+func (s *Server) Mount(mux *http.ServeMux) {
+	mux.HandleFunc("GET /.well-known/agent-card.json", s.hubCard)
+	mux.HandleFunc("GET /.well-known/agent.json", s.hubCard)
+	mux.HandleFunc("GET /a2a/agents", s.directory)
+	mux.HandleFunc("GET /a2a/{agent}/.well-known/agent-card.json", s.agentCard)
+	mux.HandleFunc("GET /a2a/{agent}/.well-known/agent.json", s.legacyAgentCard)
+	mux.HandleFunc("POST /a2a/{agent}", s.jsonrpcEndpoint)
+	mux.HandleFunc("/a2a/{agent}/{rest...}", s.restEndpoint)
+	mux.HandleFunc("POST "+GRPCService, s.grpcEndpoint)
+}
+
+// restEndpoint serves the HTTP+JSON binding under /a2a/{agent}/: the
+// SDK's handlers (a2asrv.NewRESTHandler, a2av0.NewRESTHandler for the 0.3
+// paths under /v1/), with the wraps the JSON-RPC binding has where they
+// apply: the A2A-Version header is checked, a body must be JSON and at
+// most Options.MaxBody, and pageSize=0 is told from no pageSize.
+func (s *Server) restEndpoint(w http.ResponseWriter, r *http.Request) {
+	agent, rest := r.PathValue("agent"), r.PathValue("rest")
+	inner, v := s.rest, V10
+	if strings.HasPrefix(rest, "v1/") {
+		inner, v = s.rest0, V03
+	}
+	if hv := r.Header.Get(sdk.SvcParamVersion); hv != "" {
+		got, err := ParseVersion(hv)
+		if err != nil || (v == V10 && got != V10) {
+			restError(w, http.StatusBadRequest, "FAILED_PRECONDITION", "VERSION_NOT_SUPPORTED",
+				fmt.Sprintf("A2A-Version %q is not served at this path (1.0 here; 0.3 under /v1/)", hv))
+			return
+		}
+	}
+	if r.Method == http.MethodPost && r.ContentLength != 0 {
+		if err := httperr.CheckJSON(r); err != nil {
+			restError(w, http.StatusUnsupportedMediaType, "INVALID_ARGUMENT", "INVALID_REQUEST", httperr.Text(err))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, s.opt.MaxBody)
+	}
+	ctx := withVersion(withRequest(r.Context(), r, agent), v)
+	if q := r.URL.Query(); q.Has("pageSize") && strings.TrimSpace(q.Get("pageSize")) == "0" {
+		ctx = withZeroPageSize(ctx)
+	}
+	r2 := r.Clone(ctx)
+	r2.URL = &url.URL{Path: "/" + rest, RawQuery: r.URL.RawQuery}
+	r2.RequestURI = r2.URL.RequestURI()
+	inner.ServeHTTP(w, r2)
+}
+
+// restError writes an error the REST wrap found, in the binding's shape
+// (google.rpc.Status with an ErrorInfo).
+func restError(w http.ResponseWriter, status int, grpcStatus, reason, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{
+		"code": status, "status": grpcStatus, "message": msg,
+		"details": []map[string]any{{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason, "domain": sdk.ProtocolDomain}},
+	}})
+}

@@ -79,3 +79,21 @@ func wireError(err error) error {
 
 // invalid is an invalid-params error with msg.
 func invalid(msg string) error { return sdk.NewError(sdk.ErrInvalidParams, msg) }
+
+// JSON-RPC error codes of the A2A errors (the specification's JSON-RPC
+// binding), as clients and tests match them.
+const (
+	CodeParseError             = -32700
+	CodeInvalidRequest         = -32600
+	CodeMethodNotFound         = -32601
+	CodeInvalidParams          = -32602
+	CodeInternal               = -32603
+	CodeTaskNotFound           = -32001
+	CodeTaskNotCancelable      = -32002
+	CodeUnsupportedOperation   = -32004
+	CodeContentTypeUnsupported = -32005
+	CodeExtendedCardNotConfig  = -32007
+	CodeVersionNotSupported    = -32009
+	CodeUnauthenticated        = -31401
+	CodeUnauthorized           = -31403
+)

@@ -40,6 +40,10 @@ func (s *Server) Mount(mux *http.ServeMux) {
 // apply: the A2A-Version header is checked, a body must be JSON and at
 // most Options.MaxBody, and pageSize=0 is told from no pageSize.
 func (s *Server) restEndpoint(w http.ResponseWriter, r *http.Request) {
+	if msg := unauthenticated(w, r); msg != "" {
+		restError(w, http.StatusUnauthorized, "UNAUTHENTICATED", "UNAUTHENTICATED", msg)
+		return
+	}
 	agent, rest := r.PathValue("agent"), r.PathValue("rest")
 	inner, v := s.rest, V10
 	if strings.HasPrefix(rest, "v1/") {

@@ -15,6 +15,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 
 	"github.com/switchboard-hub/switchboard/internal/auth"
+	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/httperr"
 	"github.com/switchboard-hub/switchboard/internal/jsonvalue"
 )
@@ -36,15 +37,6 @@ import (
 //     the wrap answers a batch with an array of answers (streaming methods
 //     cannot be batched: -32004), and a notification with nothing (204);
 //   - a request naming a key twice is ambiguous: -32600, the method not run.
-
-// Code is a JSON-RPC error code the wrap answers itself.
-const (
-	codeParseError         = -32700
-	codeInvalidRequest     = -32600
-	codeInvalidParams      = -32602
-	codeUnsupportedOp      = -32004
-	codeVersionUnsupported = -32009
-)
 
 // rpcError is a JSON-RPC error object the wrap answers.
 type rpcError struct {
@@ -130,23 +122,27 @@ func decodeSend03(raw json.RawMessage) error {
 // both versions (see the wraps above).
 func (s *Server) jsonrpcEndpoint(w http.ResponseWriter, r *http.Request) {
 	if err := httperr.CheckJSON(r); err != nil {
-		writeRPC(w, http.StatusUnsupportedMediaType, errResponse(nil, codeInvalidRequest, "%s", httperr.Text(err)))
+		writeRPC(w, http.StatusUnsupportedMediaType, errResponse(nil, CodeInvalidRequest, "%s", httperr.Text(err)))
+		return
+	}
+	if msg := unauthenticated(w, r); msg != "" {
+		writeRPC(w, http.StatusUnauthorized, errResponse(nil, CodeUnauthenticated, "%s", msg))
 		return
 	}
 	hv, hasHeader := r.Header.Get(sdk.SvcParamVersion), len(r.Header.Values(sdk.SvcParamVersion)) > 0
 	v, verr := ParseVersion(hv)
 	body, status, msg := s.readBody(w, r)
 	if msg != "" {
-		writeRPC(w, status, errResponse(nil, codeInvalidRequest, "%s", msg))
+		writeRPC(w, status, errResponse(nil, CodeInvalidRequest, "%s", msg))
 		return
 	}
 	trimmed := bytes.TrimSpace(body)
 	if !json.Valid(trimmed) {
-		writeRPC(w, http.StatusOK, errResponse(nil, codeParseError, "the body is not JSON"))
+		writeRPC(w, http.StatusOK, errResponse(nil, CodeParseError, "the body is not JSON"))
 		return
 	}
 	if k, dup := jsonvalue.DuplicateKey(trimmed); dup {
-		writeRPC(w, http.StatusOK, errResponse(nil, codeInvalidRequest, "the request names %q twice: ambiguous", k))
+		writeRPC(w, http.StatusOK, errResponse(nil, CodeInvalidRequest, "the request names %q twice: ambiguous", k))
 		return
 	}
 	if trimmed[0] != '[' {
@@ -156,7 +152,7 @@ func (s *Server) jsonrpcEndpoint(w http.ResponseWriter, r *http.Request) {
 	var elems []json.RawMessage
 	_ = json.Unmarshal(trimmed, &elems)
 	if len(elems) == 0 {
-		writeRPC(w, http.StatusOK, errResponse(nil, codeInvalidRequest, "an empty batch"))
+		writeRPC(w, http.StatusOK, errResponse(nil, CodeInvalidRequest, "an empty batch"))
 		return
 	}
 	var out []json.RawMessage
@@ -180,7 +176,7 @@ func (s *Server) rpcOne(w http.ResponseWriter, r *http.Request, raw json.RawMess
 	var req rpcRequest
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &members); err != nil {
-		writeRPC(w, http.StatusOK, errResponse(nil, codeInvalidRequest, "a request must be a JSON object"))
+		writeRPC(w, http.StatusOK, errResponse(nil, CodeInvalidRequest, "a request must be a JSON object"))
 		return
 	}
 	req.ID, req.hasID = members["id"]
@@ -189,11 +185,11 @@ func (s *Server) rpcOne(w http.ResponseWriter, r *http.Request, raw json.RawMess
 		if !validID(id) {
 			id = nil
 		}
-		writeRPC(w, http.StatusOK, errResponse(id, codeInvalidRequest, `not a JSON-RPC 2.0 request ("jsonrpc": "2.0", a method, an id that is a string, a number or null)`))
+		writeRPC(w, http.StatusOK, errResponse(id, CodeInvalidRequest, `not a JSON-RPC 2.0 request ("jsonrpc": "2.0", a method, an id that is a string, a number or null)`))
 		return
 	}
 	if verr != nil {
-		writeRPC(w, http.StatusOK, errResponse(req.ID, codeVersionUnsupported, "%v", verr))
+		writeRPC(w, http.StatusOK, errResponse(req.ID, CodeVersionNotSupported, "%v", verr))
 		return
 	}
 	if !hasHeader {
@@ -208,18 +204,18 @@ func (s *Server) rpcOne(w http.ResponseWriter, r *http.Request, raw json.RawMess
 	if decode, ok := table[req.Method]; ok {
 		if len(req.Params) == 0 || string(req.Params) == "null" {
 			if !noParams[req.Method] {
-				s.answer(w, req, errResponse(req.ID, codeInvalidParams, "params are required"))
+				s.answer(w, req, errResponse(req.ID, CodeInvalidParams, "params are required"))
 				return
 			}
 			req.Params = json.RawMessage("{}")
 		}
 		if err := decode(req.Params); err != nil {
-			s.answer(w, req, errResponse(req.ID, codeInvalidParams, "invalid params: %v", err))
+			s.answer(w, req, errResponse(req.ID, CodeInvalidParams, "invalid params: %v", err))
 			return
 		}
 	}
 	if inBatch && streaming[req.Method] {
-		writeRPC(w, http.StatusOK, errResponse(req.ID, codeUnsupportedOp, "streaming method %q cannot be part of a batch", req.Method))
+		writeRPC(w, http.StatusOK, errResponse(req.ID, CodeUnsupportedOperation, "streaming method %q cannot be part of a batch", req.Method))
 		return
 	}
 	if !req.hasID && streaming[req.Method] {
@@ -249,6 +245,20 @@ func (s *Server) rpcOne(w http.ResponseWriter, r *http.Request, raw json.RawMess
 		return
 	}
 	inner.ServeHTTP(w, r2)
+}
+
+// unauthenticated answers whether r's caller may not reach any agent
+// (every operation on an agent looks it up first, which the table refuses
+// to a caller without a credential when auth is on): it then returns why
+// and sets WWW-Authenticate, so that the refusal is HTTP's 401, as the
+// cards' bearer scheme announces.
+func unauthenticated(w http.ResponseWriter, r *http.Request) string {
+	err := core.Authorize(core.PrincipalFrom(r.Context()), core.OpListAgents, core.RelNone)
+	if core.KindOf(err) != core.KindUnauthenticated {
+		return ""
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard"`)
+	return "this hub needs a bearer token (an agent's token or the admin token)"
 }
 
 // answer writes an error the wrap found, unless req is a notification.

@@ -244,6 +244,22 @@ func (s *Server) rpcOne(w http.ResponseWriter, r *http.Request, raw json.RawMess
 		w.WriteHeader(http.StatusNoContent) // a notification gets no answer
 		return
 	}
+	if req.Method == "tasks/pushNotificationConfig/list" {
+		// The 0.3 handler answers no configs with a null result; 0.3
+		// says an array (and @a2a-js/sdk's legacy client fails on null).
+		rec := httptest.NewRecorder()
+		inner.ServeHTTP(rec, r2)
+		var resp rpcResponse
+		if json.Unmarshal(rec.Body.Bytes(), &resp) == nil && resp.Error == nil && (len(resp.Result) == 0 || string(resp.Result) == "null") {
+			resp.Result = json.RawMessage("[]")
+			writeRPC(w, http.StatusOK, resp)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+		return
+	}
 	inner.ServeHTTP(w, r2)
 }
 

@@ -204,13 +204,13 @@ func (h *handler) DeleteTaskPushConfig(ctx context.Context, req *sdk.DeleteTaskP
 }
 
 // changed is the tasks' change hook: it marks a task that reached a
-// terminal state for retirement, then sends the change's push
-// notifications, in the background of Run.
+// terminal state for retirement, then queues the change's push
+// notifications, before the change is answered (so that a config deleted
+// right after a change still gets the change's push).
 func (s *Server) changed(old, cur *TaskRecord) {
-	s.background(s.bgContext(), func(ctx context.Context) {
-		s.retireOnFinish(ctx, old, cur)
-		s.pushChange(ctx, old, cur)
-	})
+	ctx := context.WithoutCancel(s.bgContext())
+	s.retireOnFinish(ctx, old, cur)
+	s.pushChange(ctx, old, cur)
 }
 
 // pushChange sends the events of a task change to the task's push

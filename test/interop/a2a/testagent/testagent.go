@@ -51,7 +51,9 @@ func (executor) Execute(_ context.Context, ec *a2asrv.ExecutorContext) iter.Seq2
 			return
 		}
 		id := steer(ec.Message)
-		reply := func(s string) *a2a.Message { return a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart(s)) }
+		reply := func(s string) *a2a.Message {
+			return a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart(s))
+		}
 		var ev *a2a.TaskStatusUpdateEvent
 		switch {
 		case strings.HasPrefix(id, "tck-input-required"):

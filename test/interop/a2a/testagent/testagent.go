@@ -86,7 +86,7 @@ func (executor) Cancel(_ context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[
 // endpoint is base itself).
 func Card(base string) *a2a.AgentCard {
 	return &a2a.AgentCard{
-		Name: "Go SDK test agent", Description: "An a2asrv agent that echoes, steered by message id prefixes", Version: "1.0.0",
+		Name: "Go SDK echo agent", Description: "An a2asrv agent that echoes, steered by message id prefixes", Version: "1.0.0",
 		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(base, a2a.TransportProtocolJSONRPC)},
 		Capabilities:        a2a.AgentCapabilities{Streaming: true},
 		DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},

@@ -49,8 +49,14 @@ func grpcUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.
 	if err := grpcVersion(ctx); err != nil {
 		return nil, err
 	}
-	if l, ok := req.(*a2apb.ListTasksRequest); ok && l.PageSize != nil && *l.PageSize == 0 {
-		ctx = withZeroPageSize(ctx)
+	if l, ok := req.(*a2apb.ListTasksRequest); ok {
+		if l.PageSize != nil && *l.PageSize == 0 {
+			ctx = withZeroPageSize(ctx)
+		}
+		if l.HistoryLength != nil && *l.HistoryLength < 0 {
+			// The SDK's conversion drops a negative historyLength.
+			return nil, status.Error(codes.InvalidArgument, "historyLength must not be negative")
+		}
 	}
 	return next(ctx, req)
 }

@@ -1,6 +1,7 @@
 package a2a
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -62,7 +63,13 @@ func (s *Server) restEndpoint(w http.ResponseWriter, r *http.Request) {
 			restError(w, http.StatusUnsupportedMediaType, "INVALID_ARGUMENT", "INVALID_REQUEST", httperr.Text(err))
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, s.opt.MaxBody)
+		body, status, msg := s.readBody(w, r)
+		if msg != "" {
+			restError(w, status, "INVALID_ARGUMENT", "INVALID_REQUEST", msg)
+			return
+		}
+		body = camelKeys(body)
+		r.Body, r.ContentLength = readCloser{bytes.NewReader(body)}, int64(len(body))
 	}
 	ctx := withVersion(withRequest(r.Context(), r, agent), v)
 	if q := r.URL.Query(); q.Has("pageSize") && strings.TrimSpace(q.Get("pageSize")) == "0" {
@@ -72,6 +79,60 @@ func (s *Server) restEndpoint(w http.ResponseWriter, r *http.Request) {
 	r2.URL = &url.URL{Path: "/" + rest, RawQuery: r.URL.RawQuery}
 	r2.RequestURI = r2.URL.RequestURI()
 	inner.ServeHTTP(w, r2)
+}
+
+// camelKeys renames the proto field names of a JSON body (message_id)
+// to their JSON names (messageId): proto3's JSON mapping has parsers
+// accept both, and the SDK's HTTP+JSON handler accepts only the JSON
+// names. The values of metadata, data and other free-form members are
+// left as they are. A body that is not JSON is passed on unchanged.
+func camelKeys(body []byte) []byte {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if dec.Decode(&v) != nil {
+		return body
+	}
+	out, err := json.Marshal(camel(v))
+	if err != nil {
+		return body
+	}
+	return out
+}
+
+// freeForm are the members whose values are the client's, not the
+// protocol's.
+var freeForm = map[string]bool{"metadata": true, "data": true, "params": true, "header": true}
+
+func camel(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, val := range x {
+			ck := k
+			if strings.Contains(k, "_") {
+				parts := strings.Split(k, "_")
+				for i := 1; i < len(parts); i++ {
+					if parts[i] != "" {
+						parts[i] = strings.ToUpper(parts[i][:1]) + parts[i][1:]
+					}
+				}
+				ck = strings.Join(parts, "")
+			}
+			if freeForm[ck] {
+				out[ck] = val
+			} else {
+				out[ck] = camel(val)
+			}
+		}
+		return out
+	case []any:
+		for i := range x {
+			x[i] = camel(x[i])
+		}
+		return x
+	}
+	return v
 }
 
 // restError writes an error the REST wrap found, in the binding's shape

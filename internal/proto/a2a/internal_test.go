@@ -185,7 +185,7 @@ func TestRetirePassesOverAStuckTask(t *testing.T) {
 }
 
 // openStore opens an embedded store (no fsync) for the test.
-func openStore(t *testing.T) *sqlite.Store {
+func openStore(t testing.TB) *sqlite.Store {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), t.TempDir(), sqlite.Options{NoSync: true})
 	if err != nil {

@@ -7,7 +7,7 @@
 #
 #   A2A_TCK_DIR=/path/to/a2a-tck test/interop/a2a/tck/run.sh [OUT_DIR]
 #
-# It needs python3 with pytest, pytest-asyncio, httpx, requests, grpcio,
+# It needs python3 ($PYTHON, default /usr/bin/python3) with pytest, pytest-asyncio, httpx, requests, grpcio,
 # protobuf, jsonschema, yaml, dotenv, OpenSSL, aiohttp, deepdiff and
 # responses (Debian: apt-get install python3-pytest python3-pytest-asyncio
 # python3-httpx python3-requests python3-grpcio python3-protobuf
@@ -22,6 +22,8 @@ if [[ -z "${A2A_TCK_DIR:-}" ]]; then
 	exit 0
 fi
 here="$(cd "$(dirname "$0")" && pwd)"
+# Debian's python3, where apt installs the packages (not a pyenv one).
+py="${PYTHON:-/usr/bin/python3}"
 root="$(cd "$here/../../../.." && pwd)"
 out="${1:-$(mktemp -d)}"
 mkdir -p "$out"
@@ -80,7 +82,7 @@ tck() {
 	if [[ $mode != dev ]]; then env+=(A2A_AUTH_TYPE=bearer A2A_AUTH_TOKEN="$token"); fi
 	[[ $mode == tls ]] && env+=(SSL_CERT_FILE="$work/cert.pem" REQUESTS_CA_BUNDLE="$work/cert.pem" GRPC_DEFAULT_SSL_ROOTS_FILE_PATH="$work/cert.pem")
 	echo "== $name: $transport, $mode ($sut_url)"
-	(cd "$A2A_TCK_DIR" && env "${env[@]}" timeout 1800 python3 -m pytest -p tckshim -p no:cacheprovider tests/mandatory tests/optional \
+	(cd "$A2A_TCK_DIR" && env "${env[@]}" timeout 1800 "$py" -m pytest -p tckshim -p no:cacheprovider tests/mandatory tests/optional \
 		--sut-url "$sut_url" --transports "$transport" --transport-strategy "prefer_$transport" --test-scope all -q -rfs \
 		>"$out/$name.txt" 2>&1) || true
 	tail -n 1 "$out/$name.txt"

@@ -29,7 +29,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/switchboard-hub/switchboard/internal/core"
+	"github.com/switchboard-hub/switchboard/msgid"
 )
 
 // Client talks to one hub over its ATP routes.
@@ -324,7 +324,7 @@ type SendResult struct {
 
 // NewID returns a new message id: 32 hex digits of a UUIDv7 (RFC 9562),
 // which grows with time — cheaper for the hub to index than a random id.
-func NewID() string { return core.NewID() }
+func NewID() string { return msgid.New() }
 
 // Send sends a message and returns once the hub has stored it (status
 // "queued"), or a terminal status when wait > 0 and the message ended within

@@ -2,13 +2,16 @@ package client
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"mime"
+	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
-
-	"github.com/switchboard-hub/switchboard/internal/core"
-	"github.com/switchboard-hub/switchboard/internal/proto/mamp"
 )
 
 // MAMPPart is one part of MAMP content as JSON, for example
@@ -16,50 +19,106 @@ import (
 // MAMPImage and MAMPFile, or write them by hand.
 type MAMPPart = json.RawMessage
 
-// MAMPText returns a text part.
-func MAMPText(text string) MAMPPart { return mustPart(mamp.TextPart(text)) }
+// mampProtocol is the MAMP version this client speaks.
+const mampProtocol = "mamp/1.0"
 
-// MAMPCode returns a code part.
-func MAMPCode(language, code string) MAMPPart { return mustPart(mamp.CodePart(language, code)) }
-
-// MAMPImage reads an image file into a base64 image part; its media type
-// is recognised from the bytes and a file that is not an image is refused.
-func MAMPImage(path string) (MAMPPart, error) {
-	p, err := mamp.ImagePart(path)
-	if err != nil {
-		return nil, err
-	}
-	return encodePart(p)
+// mampSource is where an image or file part's bytes are: inline, base64.
+type mampSource struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type,omitempty"`
+	Data      string `json:"data"`
 }
 
-// MAMPFile reads a file into a base64 file part; its media type comes
-// from the file name, checked against the bytes.
-func MAMPFile(path string) (MAMPPart, error) {
-	p, err := mamp.FilePart(path)
-	if err != nil {
-		return nil, err
-	}
-	return encodePart(p)
+// mampWirePart is a part in MAMP 1.0's content array.
+type mampWirePart struct {
+	Type     string      `json:"type"`
+	Text     *string     `json:"text,omitempty"`
+	Code     *string     `json:"code,omitempty"`
+	Language string      `json:"language,omitempty"`
+	Name     string      `json:"name,omitempty"`
+	MimeType string      `json:"mime_type,omitempty"`
+	Source   *mampSource `json:"source,omitempty"`
 }
 
-func encodePart(p core.Part) (MAMPPart, error) {
-	b, err := mamp.EncodeContent([]core.Part{p})
-	if err != nil {
-		return nil, err
-	}
-	var one []json.RawMessage
-	if err := json.Unmarshal(b, &one); err != nil || len(one) != 1 {
-		return nil, fmt.Errorf("encode part: %v", err)
-	}
-	return one[0], nil
-}
-
-func mustPart(p core.Part) MAMPPart {
-	b, err := encodePart(p)
+func mustPart(w mampWirePart) MAMPPart {
+	b, err := json.Marshal(w)
 	if err != nil {
 		panic(err) // text and code parts always encode
 	}
 	return b
+}
+
+// MAMPText returns a text part.
+func MAMPText(text string) MAMPPart { return mustPart(mampWirePart{Type: "text", Text: &text}) }
+
+// MAMPCode returns a code part.
+func MAMPCode(language, code string) MAMPPart {
+	return mustPart(mampWirePart{Type: "code", Code: &code, Language: language})
+}
+
+// maxMAMPFile bounds the files MAMPImage and MAMPFile read (the hub's
+// request limit applies as well).
+const maxMAMPFile = 32 << 20
+
+func readPartFile(path string) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case !st.Mode().IsRegular():
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	case st.Size() > maxMAMPFile:
+		return nil, fmt.Errorf("%s is %d bytes, more than %d", path, st.Size(), maxMAMPFile)
+	case st.Size() == 0:
+		return nil, fmt.Errorf("%s is empty", path)
+	}
+	return os.ReadFile(path)
+}
+
+// MAMPImage reads an image file into a base64 image part; its media type
+// is recognised from the bytes and a file that is not an image is refused.
+func MAMPImage(path string) (MAMPPart, error) {
+	b, err := readPartFile(path)
+	if err != nil {
+		return nil, err
+	}
+	mt, _, _ := mime.ParseMediaType(http.DetectContentType(b))
+	if !strings.HasPrefix(mt, "image/") {
+		return nil, fmt.Errorf("%s is %s, not a recognised image", path, mt)
+	}
+	return mustPart(mampWirePart{Type: "image", Name: filepath.Base(path),
+		Source: &mampSource{Type: "base64", MediaType: mt, Data: base64.StdEncoding.EncodeToString(b)}}), nil
+}
+
+// MAMPFile reads a file into a base64 file part; its media type comes
+// from the file name, else from the bytes. (The hub refuses a name that
+// contradicts the bytes, report.pdf holding a PNG.)
+func MAMPFile(path string) (MAMPPart, error) {
+	b, err := readPartFile(path)
+	if err != nil {
+		return nil, err
+	}
+	mt, _, _ := mime.ParseMediaType(mime.TypeByExtension(filepath.Ext(path)))
+	if mt == "" {
+		mt, _, _ = mime.ParseMediaType(http.DetectContentType(b))
+	}
+	return mustPart(mampWirePart{Type: "file", Name: filepath.Base(path), MimeType: mt,
+		Source: &mampSource{Type: "base64", Data: base64.StdEncoding.EncodeToString(b)}}), nil
+}
+
+// mampEnvelope is a MAMP 1.0 message as POST /mamp/v1/messages takes it.
+type mampEnvelope struct {
+	Protocol       string          `json:"protocol"`
+	MessageID      string          `json:"message_id"`
+	ConversationID string          `json:"conversation_id,omitempty"`
+	From           string          `json:"from"`
+	To             string          `json:"to"`
+	Content        json.RawMessage `json:"content"`
+	Metadata       map[string]any  `json:"metadata"`
+	CorrelationID  string          `json:"correlation_id,omitempty"`
+	CallbackURL    string          `json:"callback_url,omitempty"`
+	TTLMs          int64           `json:"ttl_ms,omitempty"`
 }
 
 // MAMPMessage is a message sent with POST /mamp/v1/messages.
@@ -104,9 +163,9 @@ func (c *Client) SendMAMP(ctx context.Context, m MAMPMessage) (*MAMPAck, error) 
 	for k, v := range m.Metadata {
 		meta[k] = v
 	}
-	meta[mamp.MetaTimestamp] = time.Now().UTC().Format(time.RFC3339Nano)
+	meta["timestamp"] = time.Now().UTC().Format(time.RFC3339Nano)
 	if m.TraceID != "" {
-		meta[mamp.MetaTraceID] = m.TraceID
+		meta["trace_id"] = m.TraceID
 	}
 	var content any = m.Content
 	if len(m.Content) == 0 {
@@ -116,7 +175,7 @@ func (c *Client) SendMAMP(ctx context.Context, m MAMPMessage) (*MAMPAck, error) 
 	if err != nil {
 		return nil, fmt.Errorf("encode content: %w", err)
 	}
-	env := mamp.Envelope{Protocol: mamp.Protocol, MessageID: m.MessageID, ConversationID: m.ConversationID, From: m.From, To: m.To,
+	env := mampEnvelope{Protocol: mampProtocol, MessageID: m.MessageID, ConversationID: m.ConversationID, From: m.From, To: m.To,
 		Content: raw, Metadata: meta, CorrelationID: m.CorrelationID, CallbackURL: m.CallbackURL, TTLMs: m.TTL.Milliseconds()}
 	var ack MAMPAck
 	if err := c.do(ctx, "POST", "/mamp/v1/messages", env, &ack); err != nil {

@@ -48,6 +48,7 @@ func TestCLIAgainstHub(t *testing.T) {
 		`{"agent_id":"sleeper"}`, // pulls, but never does
 	} {
 		req, _ := http.NewRequest("POST", base+"/atp/register", strings.NewReader(reg))
+		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer "+h.AdminToken)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil || resp.StatusCode != 200 {
@@ -159,6 +160,7 @@ func TestSendWaitIsOneDeadline(t *testing.T) {
 	t.Setenv("SWITCHBOARD_HUB", base)
 	t.Setenv("SWITCHBOARD_TOKEN", h.AdminToken)
 	req, _ := http.NewRequest("POST", base+"/atp/register", strings.NewReader(`{"agent_id":"sleeper"}`))
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+h.AdminToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != 200 {
@@ -327,6 +329,7 @@ func TestSendTakesTheHubsDefaultTTL(t *testing.T) {
 	t.Setenv("SWITCHBOARD_HUB", base)
 	t.Setenv("SWITCHBOARD_TOKEN", h.AdminToken)
 	req, _ := http.NewRequest("POST", base+"/atp/register", strings.NewReader(`{"agent_id":"sleeper"}`))
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+h.AdminToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != 200 {

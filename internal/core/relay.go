@@ -257,6 +257,12 @@ func NewRelay(store Store, clock Clock, cfg Config, log *slog.Logger) *Relay {
 // Config returns the relay's effective configuration.
 func (r *Relay) Config() Config { return r.cfg }
 
+// Records returns the store's document store, for the state an adapter
+// keeps of its own (A2A tasks and push configs, MAMP callbacks, AMP
+// sessions): adapters take it through a narrow interface they define for
+// what they use, in place of the whole store.
+func (r *Relay) Records() RecordStore { return r.store }
+
 // Store returns the relay's store.
 //
 // Deprecated: adapters must not use this: they call the relay's

@@ -40,6 +40,7 @@ func (r req) do(t *testing.T, base string) (*http.Response, []byte) {
 		rd = bytes.NewReader(b)
 	}
 	hr, _ := http.NewRequest(r.method, base+r.path, rd)
+	hr.Header.Set("Content-Type", "application/json")
 	if r.form != nil {
 		hr.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	}

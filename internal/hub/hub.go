@@ -451,13 +451,16 @@ func isLoopback(addr string) bool {
 // fails), then stops in the order of the package doc and returns. The
 // store is closed when it returns; Close may still be called.
 func (h *Hub) Serve(ctx context.Context, ln net.Listener) error {
+	// Requests end when the hub stops (ctx ends or something fails):
+	// streams end with them.
+	reqCtx, endRequests := context.WithCancel(ctx)
+	defer endRequests()
 	srv := &http.Server{
 		Handler:           h.Handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
-		// Requests end with ctx: streams end when the hub stops.
-		BaseContext: func(net.Listener) context.Context { return ctx },
+		BaseContext:       func(net.Listener) context.Context { return reqCtx },
 		// HTTP/2 without TLS too (prior knowledge, h2c): the A2A gRPC
 		// binding is served on this port (HTTP/2 with TLS as ever).
 		Protocols: serverProtocols(),
@@ -519,7 +522,8 @@ func (h *Hub) Serve(ctx context.Context, ln net.Listener) error {
 	case err = <-served:
 		served <- err
 	}
-	// 1. Stop accepting, let the requests in flight end.
+	// 1. Stop accepting, end the requests in flight.
+	endRequests()
 	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
 	if serr := srv.Shutdown(sctx); serr != nil {
 		h.log.Warn("requests still in flight at shutdown were cut off", "err", serr)

@@ -30,6 +30,7 @@ func do(t *testing.T, method, url, token string, body any) (int, []byte) {
 		rd = bytes.NewReader(b)
 	}
 	req, _ := http.NewRequest(method, url, rd)
+	req.Header.Set("Content-Type", "application/json")
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}

@@ -406,8 +406,8 @@ func attacks() []attack {
 			expect(t, f.do("GET", "/atp/pending/bob", f.tok["alice"], nil), 403, "forbidden")
 			expect(t, f.do("GET", "/atp/stream/bob", f.tok["alice"], nil), 403, "forbidden")
 			expect(t, f.do("POST", "/atp/ack", f.tok["carol"], map[string]any{"agent_id": "bob", "message_ids": []string{"ok-atp"}}), 403, "forbidden")
-			expect(t, f.do("GET", "/atp/receipts/ok-atp", f.tok["carol"], nil), 403, "forbidden")
-			expect(t, f.do("GET", "/atp/results/ok-atp", f.tok["carol"], nil), 403, "forbidden")
+			expect(t, f.do("GET", "/atp/receipts/ok-atp", f.tok["carol"], nil), 404, "not_found") // as for an unknown message: a refusal tells nothing
+			expect(t, f.do("GET", "/atp/results/ok-atp", f.tok["carol"], nil), 404, "not_found")
 		}},
 		{proto: "atp", name: "callback to blocked addresses", run: func(t *testing.T, f *fixture) {
 			srv, hits := recorder(t)

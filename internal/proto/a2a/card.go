@@ -146,7 +146,7 @@ func (s *Server) card(base string, a *core.Agent) *sdk.AgentCard {
 	}
 	if s.opt.Secured {
 		c.SecuritySchemes = sdk.NamedSecuritySchemes{"bearer": sdk.HTTPAuthSecurityScheme{Scheme: "Bearer",
-			Description: "a Switchboard agent credential (sbk_…) or the admin token"}}
+			Description: "a Switchboard agent's key (sbk_…) or the operator's"}}
 		c.SecurityRequirements = sdk.SecurityRequirementsOptions{{"bearer": {}}}
 	}
 	return c

@@ -45,10 +45,25 @@ func grpcVersion(ctx context.Context) error {
 	return nil
 }
 
+// tenanted is a gRPC request that names its tenant.
+type tenanted interface{ GetTenant() string }
+
+type tenantKey struct{}
+
+// withTenant keeps the tenant of a gRPC request in ctx: the SDK's
+// conversion of some requests (CancelTask's) drops it.
+func withTenant(ctx context.Context, req any) context.Context {
+	if t, ok := req.(tenanted); ok && t.GetTenant() != "" {
+		return context.WithValue(ctx, tenantKey{}, t.GetTenant())
+	}
+	return ctx
+}
+
 func grpcUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
 	if err := grpcVersion(ctx); err != nil {
 		return nil, err
 	}
+	ctx = withTenant(ctx, req)
 	if l, ok := req.(*a2apb.ListTasksRequest); ok {
 		if l.PageSize != nil && *l.PageSize == 0 {
 			ctx = withZeroPageSize(ctx)
@@ -65,7 +80,24 @@ func grpcStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, next gr
 	if err := grpcVersion(ss.Context()); err != nil {
 		return err
 	}
-	return next(srv, ss)
+	return next(srv, &tenantStream{ServerStream: ss, ctx: ss.Context()})
+}
+
+// tenantStream is a server stream whose context keeps the tenant of the
+// request it received (see withTenant).
+type tenantStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *tenantStream) Context() context.Context { return s.ctx }
+
+func (s *tenantStream) RecvMsg(m any) error {
+	err := s.ServerStream.RecvMsg(m)
+	if err == nil {
+		s.ctx = withTenant(s.ctx, m)
+	}
+	return err
 }
 
 // grpcEndpoint serves the gRPC binding's requests (POST

@@ -2,7 +2,6 @@ package a2a
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	sdk "github.com/a2aproject/a2a-go/v2/a2a"
@@ -46,6 +45,9 @@ func versionOf(ctx context.Context) Version {
 // a hidden agent is not found.
 func (s *Server) agent(ctx context.Context, tenant string) (*core.Agent, error) {
 	id, _ := ctx.Value(agentKey{}).(string)
+	if tenant == "" {
+		tenant, _ = ctx.Value(tenantKey{}).(string)
+	}
 	switch {
 	case id == "" && tenant == "":
 		return nil, invalid("tenant (the agent's id on this hub) is required")
@@ -162,9 +164,4 @@ func (h *handler) GetExtendedAgentCard(ctx context.Context, req *sdk.GetExtended
 // errNotFoundTask is the answer for a task the caller cannot see.
 func errNotFoundTask(id sdk.TaskID) error {
 	return wireError(fmt.Errorf("task %q: %w", id, ErrTaskNotFound))
-}
-
-// isNotFound reports whether err is a not-found answer.
-func isNotFound(err error) bool {
-	return errors.Is(err, sdk.ErrTaskNotFound) || core.KindOf(err) == core.KindNotFound
 }

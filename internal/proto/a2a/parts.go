@@ -52,9 +52,6 @@ const (
 	// A2A text part, so that code survives a round trip.
 	metaKind     = "switchboard_kind"
 	metaLanguage = "language"
-	// dataCompat marks a v0.3 data part that wraps a non-object value as
-	// {"value": …} (the @a2a-js/sdk convention).
-	dataCompat = "data_part_compat"
 )
 
 // ---- canonical parts ⇄ A2A parts ----

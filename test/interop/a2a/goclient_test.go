@@ -3,6 +3,7 @@ package a2a_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -73,6 +74,13 @@ func TestGoSDKClientEveryBinding(t *testing.T) {
 			got, err := c.GetTask(ctx, &sdk.GetTaskRequest{ID: task.ID})
 			if err != nil || got.ID != task.ID || got.Status.State != sdk.TaskStateCompleted {
 				t.Fatalf("GetTask: %+v %v", got, err)
+			}
+			// (gRPC: the tenant of a CancelTask request must reach the hub.)
+			// (a2a-go's own 0.3 REST client reads its 0.3 REST server's
+			// not-found as a server error: any error there.)
+			_, err = c.CancelTask(ctx, &sdk.CancelTaskRequest{ID: "no-such-task"})
+			if name == "HTTP+JSON 0.3" && err == nil || name != "HTTP+JSON 0.3" && !errors.Is(err, sdk.ErrTaskNotFound) {
+				t.Errorf("CancelTask of an unknown task: %v, want task not found", err)
 			}
 			var states []sdk.TaskState
 			for ev, err := range c.SendStreamingMessage(ctx, &sdk.SendMessageRequest{Message: sdk.NewMessage(sdk.MessageRoleUser, sdk.NewTextPart("streamed"))}) {

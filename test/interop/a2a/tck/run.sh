@@ -16,6 +16,7 @@
 # shim/tckshim.py lets the TCK's gRPC stubs load on Debian 12's older
 # protobuf and grpcio. Each run's pytest summary goes to OUT_DIR
 # (default: a temporary directory); the last lines of each are printed.
+# TCK_TESTS chooses the TCK test paths [tests/mandatory tests/optional].
 set -euo pipefail
 if [[ -z "${A2A_TCK_DIR:-}" ]]; then
 	echo "run.sh: A2A_TCK_DIR is not set: skipping the A2A TCK (point it at an a2aproject/a2a-tck checkout)"
@@ -82,7 +83,7 @@ tck() {
 	if [[ $mode != dev ]]; then env+=(A2A_AUTH_TYPE=bearer A2A_AUTH_TOKEN="$token"); fi
 	[[ $mode == tls ]] && env+=(SSL_CERT_FILE="$work/cert.pem" REQUESTS_CA_BUNDLE="$work/cert.pem" GRPC_DEFAULT_SSL_ROOTS_FILE_PATH="$work/cert.pem")
 	echo "== $name: $transport, $mode ($sut_url)"
-	(cd "$A2A_TCK_DIR" && env "${env[@]}" timeout 1800 "$py" -m pytest -p tckshim -p no:cacheprovider tests/mandatory tests/optional \
+	(cd "$A2A_TCK_DIR" && env "${env[@]}" timeout 1800 "$py" -m pytest -p tckshim -p no:cacheprovider ${TCK_TESTS:-tests/mandatory tests/optional} \
 		--sut-url "$sut_url" --transports "$transport" --transport-strategy "prefer_$transport" --test-scope all -q -rfs \
 		>"$out/$name.txt" 2>&1) || true
 	tail -n 1 "$out/$name.txt"

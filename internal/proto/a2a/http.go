@@ -78,8 +78,48 @@ func (s *Server) restEndpoint(w http.ResponseWriter, r *http.Request) {
 	r2 := r.Clone(ctx)
 	r2.URL = &url.URL{Path: "/" + rest, RawQuery: r.URL.RawQuery}
 	r2.RequestURI = r2.URL.RequestURI()
-	inner.ServeHTTP(w, r2)
+	inner.ServeHTTP(&unroutedWriter{ResponseWriter: w, r: r}, r2)
 }
+
+// unroutedWriter turns the plain-text 404 and 405 of the SDK's REST
+// router (a path under /a2a/{agent}/ that names no operation) into the
+// hub's JSON errors.
+type unroutedWriter struct {
+	http.ResponseWriter
+	r       *http.Request
+	discard bool
+}
+
+func (u *unroutedWriter) WriteHeader(code int) {
+	plain := strings.HasPrefix(u.Header().Get("Content-Type"), "text/plain")
+	switch {
+	case plain && code == http.StatusNotFound:
+		u.discard = true
+		httperr.Write(u.ResponseWriter, code, httperr.CodeNotFound, "no A2A operation at "+u.r.Method+" "+u.r.URL.Path)
+	case plain && code == http.StatusMethodNotAllowed:
+		u.discard = true
+		httperr.Write(u.ResponseWriter, code, httperr.CodeMethodNotAllowed, "method "+u.r.Method+" not allowed for "+u.r.URL.Path)
+	default:
+		u.ResponseWriter.WriteHeader(code)
+	}
+}
+
+func (u *unroutedWriter) Write(b []byte) (int, error) {
+	if u.discard {
+		return len(b), nil
+	}
+	return u.ResponseWriter.Write(b)
+}
+
+// Flush lets the SDK's streams flush through the wrapper.
+func (u *unroutedWriter) Flush() {
+	if f, ok := u.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the writer underneath.
+func (u *unroutedWriter) Unwrap() http.ResponseWriter { return u.ResponseWriter }
 
 // camelKeys renames the proto field names of a JSON body (message_id)
 // to their JSON names (messageId): proto3's JSON mapping has parsers

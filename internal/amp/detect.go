@@ -2,6 +2,7 @@ package amp
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -155,8 +156,9 @@ func (d Detection) Any() bool {
 	return d.GivingUp != "" || d.Frustration != "" || d.Claim != "" || d.LockIn != ""
 }
 
-// detect runs the detectors; user text is checked for giving up and
-// frustration, agent text for giving up, unverified claims and lock-in.
+// detect runs the detectors; user text is checked for giving up,
+// frustration and lock-in, agent text for giving up, unverified claims
+// and lock-in.
 func (m *matcher) detect(text string, user, agent bool) Detection {
 	if text == "" {
 		return Detection{}
@@ -180,7 +182,54 @@ func (m *matcher) detect(text string, user, agent bool) Detection {
 				d.Claim = c
 			}
 		}
-		d.LockIn, _ = firstMatch(folded, m.lockIn)
 	}
+	d.LockIn, _ = firstMatch(folded, m.lockIn)
 	return d
+}
+
+// Trigger ids accepted in TickInput.DetectedTriggers: the reference's
+// canonical ids and their camelCase forms.
+var triggerIDs = map[string]string{
+	"giving_up": "giving_up", "giving_up_language": "giving_up", "givingup": "giving_up",
+	"user_frustration": "frustration", "userfrustration": "frustration", "frustration": "frustration",
+	"premature_convergence": "lock_in", "prematureconvergence": "lock_in", "creative_block": "lock_in",
+	"creativeblock": "lock_in", "assumption_lock": "lock_in", "assumptionlock": "lock_in", "low_novelty": "lock_in",
+	"lownovelty":           "lock_in",
+	"consecutive_failures": "failure", "bashfailure": "failure", "bash_failure": "failure", "log_error": "failure",
+	"logerror": "failure", "failure": "failure",
+	"surface_fix": "", "surfacefix": "", "passive_wait": "", "passivewait": "", "blame_environment": "",
+	"blameenvironment": "", "tool_underuse": "", "nosearch": "", "no_search": "", "need_more_context": "",
+	"sessionrestore": "", "session_restore": "",
+}
+
+// ErrUnknownTrigger is returned for a detected trigger id the engine does
+// not know.
+var ErrUnknownTrigger = errors.New("amp: unknown detected trigger")
+
+// triggerDetection merges a host's detected_triggers into d; it reports
+// whether a failure trigger was among them.
+func triggerDetection(d *Detection, ids []string) (failure bool, err error) {
+	for _, id := range ids {
+		kind, ok := triggerIDs[strings.ToLower(strings.TrimSpace(id))]
+		if !ok {
+			return false, fmt.Errorf("%w: %q", ErrUnknownTrigger, id)
+		}
+		switch kind {
+		case "giving_up":
+			if d.GivingUp == "" {
+				d.GivingUp = "detected_triggers: " + id
+			}
+		case "frustration":
+			if d.Frustration == "" {
+				d.Frustration = "detected_triggers: " + id
+			}
+		case "lock_in":
+			if d.LockIn == "" {
+				d.LockIn = "detected_triggers: " + id
+			}
+		case "failure":
+			failure = true
+		}
+	}
+	return failure, nil
 }

@@ -131,6 +131,14 @@ type TickInput struct {
 	Cwd string `json:"cwd,omitempty"`
 	// Force bypasses the cooldowns.
 	Force bool `json:"force,omitempty"`
+	// DetectedTriggers are triggers the host detected itself (the
+	// reference's ids: giving_up_language, user_frustration,
+	// premature_convergence, creative_block, consecutive_failures, …).
+	DetectedTriggers []string `json:"detected_triggers,omitempty"`
+	// Owner is the credential the session belongs to (a principal key such
+	// as "agent:bob"; "" for none): sessions of different owners are kept
+	// apart under OwnedSession(Owner, SessionID).
+	Owner string `json:"-"`
 }
 
 // Result is a tick's full outcome: the envelope plus what the host should
@@ -246,6 +254,9 @@ func (e *Engine) Step(ctx context.Context, in TickInput) (Result, error) {
 	if in.SessionID == "" {
 		return Result{}, ErrEmptySession
 	}
+	if _, err := triggerDetection(&Detection{}, in.DetectedTriggers); err != nil {
+		return Result{}, err
+	}
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
@@ -254,7 +265,8 @@ func (e *Engine) Step(ctx context.Context, in TickInput) (Result, error) {
 	// allowed tool call) change nothing but LastActivity. Decide them on a
 	// lock-free snapshot (stores write atomically, so it is consistent)
 	// and skip the locked read-modify-write entirely.
-	if snap, ok, err := e.store.Load(ctx, in.SessionID); err == nil && ok {
+	key := OwnedSession(in.Owner, in.SessionID)
+	if snap, ok, err := e.store.Load(ctx, key); err == nil && ok {
 		before := snap
 		res := e.apply(&snap, in, now)
 		if unchanged(before, snap) {
@@ -265,7 +277,7 @@ func (e *Engine) Step(ctx context.Context, in TickInput) (Result, error) {
 		}
 	}
 	var res Result
-	err := e.store.Update(ctx, in.SessionID, func(st *State) error {
+	err := e.store.Update(ctx, key, func(st *State) error {
 		res = e.apply(st, in, now)
 		return nil
 	})
@@ -324,6 +336,8 @@ func (e *Engine) apply(st *State, in TickInput, now time.Time) Result {
 	if st.StartedAt.IsZero() {
 		st.StartedAt = now
 	}
+	// The state names the session as its owner knows it.
+	st.SessionID, st.Owner = in.SessionID, in.Owner
 	var t tick
 	switch in.Event {
 	case HostPreToolUse:
@@ -452,6 +466,12 @@ func (e *Engine) fail(st *State, why string, t *tick) {
 	t.event(EventFailure)
 	level := LadderLevel(st.Failures)
 	if level <= st.Pressure {
+		if st.Failures == 1 {
+			// The first failure of a run switches to a repair role and
+			// sets the diagnosis gate at once, as the reference does.
+			t.say(firstFailureText(st.Pressure, why))
+			t.strategy = StrategyRepair
+		}
 		return
 	}
 	e.raise(st, level, why, t)
@@ -493,7 +513,9 @@ func (e *Engine) pass(st *State, t *tick) {
 func (e *Engine) message(st *State, in TickInput, now time.Time, t *tick) {
 	user := in.Event == HostUserPromptSubmit || in.Event == HostManual
 	agent := in.Event == HostModelOutput || in.Event == HostStop || in.Event == HostManual
-	if in.Success != nil {
+	// A Stop tick only records the session's end: a verdict given with it
+	// is not a new failure (the reference's Stop tick is silent).
+	if in.Success != nil && in.Event != HostStop {
 		if *in.Success {
 			e.pass(st, t)
 		} else {
@@ -503,6 +525,9 @@ func (e *Engine) message(st *State, in TickInput, now time.Time, t *tick) {
 	d := Detection{}
 	if !(in.Event == HostStop && in.StopHookActive) {
 		d = e.match.detect(in.Message, user, agent)
+	}
+	if failed, _ := triggerDetection(&d, in.DetectedTriggers); failed && in.Event != HostStop {
+		e.fail(st, fmt.Sprintf("%d consecutive failures (detected by the host)", st.Failures+1), t)
 	}
 	if d.GivingUp != "" {
 		t.event(EventGivingUp)

@@ -103,10 +103,15 @@ func TestFailureLadderInjectsOnlyOnRise(t *testing.T) {
 			t.Fatalf("failure %d: pressure %d, want %d", i+1, env.State.Pressure, want)
 		}
 		rose := i > 0 && want > wantPressure[i-1]
-		if env.State.Happened != rose || (r.Injection != "") != rose {
+		first := i == 0 // the first failure of a run sets the diagnosis gate
+		if env.State.Happened != (rose || first) || (r.Injection != "") != (rose || first) {
 			t.Fatalf("failure %d: happened=%v injection=%q, want rise=%v", i+1, env.State.Happened, r.Injection, rose)
 		}
-		if rose {
+		if first {
+			if !strings.Contains(r.Injection, "[PUAX-DIAGNOSIS]") || env.Gate != GateDiagnosis || env.State.Role != "military-warrior" {
+				t.Fatalf("first failure: %q %+v", r.Injection, env)
+			}
+		} else if rose {
 			if !strings.Contains(r.Injection, "[PUAX-RUNTIME] pressure "+levelTitles[want]) {
 				t.Fatalf("failure %d: injection %q lacks the L%d block", i+1, r.Injection, want)
 			}
@@ -125,7 +130,7 @@ func TestFailureLadderInjectsOnlyOnRise(t *testing.T) {
 
 func TestGatesFollowPressure(t *testing.T) {
 	h := newHarness(t)
-	gates := []Gate{GateNone, GateDiagnosis, GateDiagnosis, GateVerify, GateVerify}
+	gates := []Gate{GateDiagnosis, GateDiagnosis, GateDiagnosis, GateVerify, GateVerify}
 	for i, want := range gates {
 		if got := h.step(bashFail()).Envelope.Gate; got != want {
 			t.Fatalf("failure %d: gate %q, want %q", i+1, got, want)
@@ -497,7 +502,7 @@ func TestMiddleware(t *testing.T) {
 	m := NewMiddleware(h.e, "s")
 	ctx := context.Background()
 	d, err := m.OnPreToolUse(ctx, "Bash", map[string]any{"command": "rm -rf .git"})
-	if err != nil || d.Allowed || d.Envelope.Gate != GatePreToolUse || !strings.Contains(d.Reason, "GIT_DESTRUCTIVE_BLOCK") {
+	if err != nil || d.Allowed || d.Envelope.Gate != GatePreToolUse || !strings.Contains(d.Reason, "DESTRUCTIVE_BLOCK") {
 		t.Fatalf("%+v %v", d, err)
 	}
 	d, err = m.OnPreToolUse(ctx, "ReadFile", map[string]any{"path": "test/hidden/secret.key"})
@@ -582,5 +587,50 @@ func TestNeutralTicksSkipTheWrite(t *testing.T) {
 	step(bashFail())
 	if cs.updates != 2 {
 		t.Fatalf("a failure was not written: %d updates", cs.updates)
+	}
+}
+
+func TestReferenceFidelity(t *testing.T) {
+	no := false
+	cases := []struct {
+		name   string
+		in     TickInput
+		events []Event
+		inject bool
+		err    error
+	}{
+		{"lock-in phrase in a prompt", TickInput{Event: HostUserPromptSubmit, Message: "Just do it, this is the only way."},
+			[]Event{EventPrematureConvergence}, true, nil},
+		{"detected giving_up_language", TickInput{Event: HostUserPromptSubmit, DetectedTriggers: []string{"giving_up_language"}},
+			[]Event{EventGivingUp}, true, nil},
+		{"detected premature_convergence", TickInput{Event: HostManual, DetectedTriggers: []string{"premature_convergence"}},
+			[]Event{EventPrematureConvergence}, true, nil},
+		{"detected camelCase bashFailure", TickInput{Event: HostManual, DetectedTriggers: []string{"bashFailure"}},
+			[]Event{EventFailure}, true, nil},
+		{"ignored reference trigger", TickInput{Event: HostManual, DetectedTriggers: []string{"surface_fix"}},
+			[]Event{}, false, nil},
+		{"unknown trigger", TickInput{Event: HostManual, DetectedTriggers: []string{"bored"}}, nil, false, ErrUnknownTrigger},
+		{"stop with success false is silent", TickInput{Event: HostStop, Success: &no}, []Event{}, false, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t)
+			c.in.SessionID = "s"
+			r, err := h.e.Step(context.Background(), c.in)
+			if !errors.Is(err, c.err) {
+				t.Fatalf("err %v, want %v", err, c.err)
+			}
+			if err != nil {
+				return
+			}
+			if !slices.Equal(r.Envelope.Events, c.events) || (r.Injection != "") != c.inject {
+				t.Fatalf("events %v injection %q; want %v inject=%v", r.Envelope.Events, r.Injection, c.events, c.inject)
+			}
+			if c.in.Event == HostStop {
+				if st := h.state(); st.Failures != 0 || st.TotalFailures != 0 {
+					t.Fatalf("a Stop tick counted a failure: %+v", st)
+				}
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package amp
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -11,6 +12,8 @@ import (
 // plain JSON so that any store (files, the hub database) can keep it.
 type State struct {
 	SessionID string `json:"session_id"`
+	// Owner is the credential the session belongs to ("" for none).
+	Owner string `json:"owner,omitempty"`
 	// Pressure is the ladder level, 0–4.
 	Pressure int `json:"pressure"`
 	// PeakPressure is the highest level reached in the session.
@@ -118,4 +121,17 @@ func cloneState(s State) State {
 		s.Checkpoint = &c
 	}
 	return s
+}
+
+// OwnedSession returns the store key of sessionID for owner (a caller's
+// principal key, such as "agent:bob"): each credential has its own
+// namespace of sessions, so one caller can neither read nor drive
+// another's. An empty owner (dev mode, local transports) keeps the id as
+// it is. The owner's length comes first, so no two (owner, id) pairs
+// share a key.
+func OwnedSession(owner, sessionID string) string {
+	if owner == "" {
+		return sessionID
+	}
+	return strconv.Itoa(len(owner)) + ":" + owner + "/" + sessionID
 }

@@ -30,6 +30,13 @@ func runtimeText(level int, why string) string {
 		levelTitles[level], why, levelGuidance[level], diagnosisLine)
 }
 
+// firstFailureText is the runtime block for the first failure of a run:
+// the diagnosis gate before any retry.
+func firstFailureText(level int, why string) string {
+	return fmt.Sprintf("[PUAX-RUNTIME] pressure %s · %s\nFirst failure: diagnose before you retry; do not run the same command again unchanged.\nFive steps: read the failure in full; state the diagnosis; change one thing; verify with a real command; report the evidence.\n%s",
+		levelTitles[level], why, diagnosisLine)
+}
+
 func arenaText() string {
 	return "[PUAX-ARENA] The situation is set, not a costume: a rival agent works the same task, the reviewers watch the log, and one badge goes to the first verified fix."
 }

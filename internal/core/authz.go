@@ -18,6 +18,7 @@ const (
 	OpDeregister                       // end an identity
 	OpSendAs                           // send with sender = the agent
 	OpSendToInternal                   // send to an internal id
+	OpAnswerInternal                   // answer M, sent by an internal id, to that id
 	OpAnswer                           // send with correlation_id = M
 	OpReadReceipt                      // read M's receipt, wait for it or its results
 	OpQueue                            // pull, acknowledge or stream the agent's queue
@@ -38,8 +39,9 @@ var opNames = map[Op]string{
 	OpDeregister:         "deregister",
 	OpSendAs:             "send as the agent",
 	OpSendToInternal:     "send to an internal id",
+	OpAnswerInternal:     "answer M from an internal id, to it",
 	OpAnswer:             "answer M (correlation_id = M)",
-	OpReadReceipt:        "read M's receipt or results",
+	OpReadReceipt:        "read M, its receipt or results",
 	OpQueue:              "pull, ack, stream the agent's queue",
 	OpListAgents:         "list, look up agents",
 	OpListHidden:         "see hidden agents",
@@ -118,6 +120,7 @@ var table = map[Op][8]verdict{
 	OpDeregister:         {yes, na, na, forbid, yes, unauth, yes, yes},
 	OpSendAs:             {yes, na, na, forbid, yes, unauth, yes, yes},
 	OpSendToInternal:     {hide, na, na, hide, yes, unauth, yes, yes},
+	OpAnswerInternal:     {yes, na, na, hide, yes, unauth, yes, yes},
 	OpAnswer:             {yes, na, na, forbid, yes, unauth, yes, forbid},
 	OpReadReceipt:        {yes, na, na, hide, yes, unauth, yes, yes},
 	OpQueue:              {yes, na, na, forbid, yes, unauth, yes, yes},

@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -25,6 +26,7 @@ var want = map[core.Op][8]string{
 	core.OpDeregister:         {"ok", "-", "-", "403", "ok", "401", "ok", "ok"},
 	core.OpSendAs:             {"ok", "-", "-", "403", "ok", "401", "ok", "ok"},
 	core.OpSendToInternal:     {"404", "-", "-", "404", "ok", "401", "ok", "ok"},
+	core.OpAnswerInternal:     {"ok", "-", "-", "404", "ok", "401", "ok", "ok"},
 	core.OpAnswer:             {"ok", "-", "-", "403", "ok", "401", "ok", "-"},
 	core.OpReadReceipt:        {"ok", "-", "-", "404", "ok", "401", "ok", "ok"},
 	core.OpQueue:              {"ok", "-", "-", "403", "ok", "401", "ok", "ok"},
@@ -112,7 +114,7 @@ type actor func(f *authzFixture, p core.Principal) error
 
 // authzFixture: agents alice, bob, carol, dave; conversation c1 between
 // carol and alice (bob is not in it); message m1 from carol to alice;
-// an internal agent; a dead letter.
+// an internal agent and its message mi to alice; a dead letter.
 type authzFixture struct {
 	*fixture
 	internal string
@@ -133,6 +135,7 @@ func newAuthzFixture(t *testing.T) *authzFixture {
 	for _, m := range []*core.Message{
 		{ID: "m1", Sender: "carol", Receiver: "alice", ConversationID: "c1"},
 		{ID: "m0", Sender: "carol", Receiver: "dave"},
+		{ID: "mi", Sender: f.internal, Receiver: "alice"},
 	} {
 		if _, err := f.relay.SendAs(f.ctx, hub, m); err != nil {
 			t.Fatal(err)
@@ -187,12 +190,23 @@ var actors = map[core.Op]actor{
 		_, err := f.relay.SendAs(f.ctx, p, &core.Message{ID: "s2", Sender: self(p), Receiver: f.internal})
 		return err
 	},
+	core.OpAnswerInternal: func(f *authzFixture, p core.Principal) error {
+		_, err := f.relay.SendAs(f.ctx, p, &core.Message{ID: "ai", Sender: self(p), Receiver: f.internal, CorrelationID: "mi"})
+		return err
+	},
 	core.OpAnswer: func(f *authzFixture, p core.Principal) error {
 		_, err := f.relay.SendAs(f.ctx, p, &core.Message{ID: "a1", Sender: self(p), Receiver: "carol", CorrelationID: "m1"})
 		return err
 	},
 	core.OpReadReceipt: func(f *authzFixture, p core.Principal) error {
 		_, err := f.relay.ReceiptFor(f.ctx, p, "m1")
+		m, merr := f.relay.MessageFor(f.ctx, p, "m1")
+		switch {
+		case answer(err) != answer(merr):
+			return fmt.Errorf("receipt %v and message %v disagree", err, merr)
+		case merr == nil && m.ID != "m1":
+			return fmt.Errorf("message %q, want m1", m.ID)
+		}
 		return err
 	},
 	core.OpQueue: func(f *authzFixture, p core.Principal) error {

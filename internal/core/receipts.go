@@ -99,6 +99,7 @@ func (r *Relay) notify(key string) {
 		default:
 		}
 	}
+	r.attempts.signal(key, attemptSignal{})
 	id := strings.TrimPrefix(key, resultKeyPrefix)
 	for _, h := range r.hooks[id] {
 		h.fn(id)

@@ -141,6 +141,16 @@ type Relay struct {
 	waiters map[string][]chan struct{}
 	hooks   map[string][]*messageHook // message id → OnMessageEvent callbacks
 
+	// attempts hands delivery outcomes to the sends that wait for them
+	// (SendAsAwaitAttempt).
+	attempts attemptWatchers
+	// claimedAttempts counts the first attempts made outside the
+	// scheduler (attemptClaimed); Run waits for them when it stops.
+	claimedAttempts sync.WaitGroup
+	stopOnce        sync.Once
+	stopMu          sync.Mutex
+	stopCh          chan struct{} // closed when Run ends (stopClaimed)
+
 	agents  *cache.TTL[string, *Agent]
 	members *cache.TTL[memberKey, struct{}]
 
@@ -298,5 +308,6 @@ func (r *Relay) Deliverable(k EndpointKind) bool {
 	return ok
 }
 
-// URI returns an agent's agent:// URI on this hub.
-func (r *Relay) URI(agentID string) string { return "agent://" + r.cfg.Host + "/" + agentID }
+// URI returns an agent's agent:// URI on this hub (see AgentURI: a remote
+// id name@domain is agent://domain/name).
+func (r *Relay) URI(agentID string) string { return AgentURI(r.cfg.Host, agentID) }

@@ -15,6 +15,8 @@ import (
 func (r *Relay) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	defer r.claimedAttempts.Wait() // first attempts made for waiting sends
+	defer r.stopClaimed()          // which stop first, as the lanes below do
 	wg.Add(2)
 	go func() { defer wg.Done(); r.every(ctx, r.cfg.Poll, r.expire) }()
 	go func() { defer wg.Done(); r.every(ctx, time.Minute, r.purge) }()
@@ -235,6 +237,7 @@ func (r *Relay) published(c LaneClaim, res LaneResult) {
 			ev.Type, ev.Status = EventRetry, StatusQueued
 		}
 		r.events.Publish(ev)
+		r.attempts.signal(o.MessageID, attemptSignal{o: o, ok: true})
 		if o.Kind != OutcomeRetry {
 			r.notify(o.MessageID)
 		}

@@ -1,7 +1,6 @@
 package core
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +11,12 @@ import (
 type SendResult struct {
 	Receipt   Receipt
 	Duplicate bool
+	// ConversationID is, for a Duplicate, the conversation of the message
+	// first accepted with the id (a retry may name none, or another).
+	ConversationID string
+	// claimed: the message's lane was claimed as it was accepted, for the
+	// sender's own first attempt (SendAsAwaitAttempt).
+	claimed bool
 }
 
 // SendAs accepts message m for p: when it returns without error the
@@ -29,6 +34,12 @@ type SendResult struct {
 // same content (SameContent): it gets the first outcome with Duplicate set
 // and is not routed again; otherwise the error is ErrIDConflict.
 func (r *Relay) SendAs(ctx context.Context, p Principal, m *Message) (SendResult, error) {
+	return r.sendAs(ctx, p, m, false)
+}
+
+// sendAs is SendAs; with claim, the store may claim the message's lane as
+// it accepts it (see SendAsAwaitAttempt).
+func (r *Relay) sendAs(ctx context.Context, p Principal, m *Message, claim bool) (SendResult, error) {
 	if m.Sender != "" {
 		rel, err := r.relationToAgent(ctx, p, m.Sender)
 		if err != nil {
@@ -38,7 +49,7 @@ func (r *Relay) SendAs(ctx context.Context, p Principal, m *Message) (SendResult
 			return SendResult{}, fmt.Errorf("sender %q: %w", m.Sender, err)
 		}
 	}
-	return r.send(ctx, p, m, true)
+	return r.send(ctx, p, m, true, claim)
 }
 
 // Send accepts message m for the hub's adapters, as SendAs does, without
@@ -48,10 +59,10 @@ func (r *Relay) SendAs(ctx context.Context, p Principal, m *Message) (SendResult
 //
 // Deprecated: adapters call SendAs with the caller's principal.
 func (r *Relay) Send(ctx context.Context, m *Message) (SendResult, error) {
-	return r.send(ctx, legacyCaller(ctx), m, false)
+	return r.send(ctx, legacyCaller(ctx), m, false, false)
 }
 
-func (r *Relay) send(ctx context.Context, p Principal, m *Message, checkAccess bool) (SendResult, error) {
+func (r *Relay) send(ctx context.Context, p Principal, m *Message, checkAccess, claim bool) (SendResult, error) {
 	if m.ID == "" || len(m.ID) > 200 {
 		return SendResult{}, fmt.Errorf("message_id must be 1..200 characters: %w", ErrInvalid)
 	}
@@ -75,10 +86,11 @@ func (r *Relay) send(ctx context.Context, p Principal, m *Message, checkAccess b
 		// A repeated id whose first send was accepted still answers with
 		// the first outcome, even if the receiver has since gone.
 		if rc, err2 := r.store.GetReceipt(ctx, m.ID); err2 == nil && rc.Sender == m.Sender && rc.Receiver == m.Receiver {
-			if err := r.sameContent(ctx, m); err != nil {
+			conv, err := r.sameContent(ctx, m)
+			if err != nil {
 				return SendResult{}, err
 			}
-			return SendResult{Receipt: *rc, Duplicate: true}, nil
+			return SendResult{Receipt: *rc, Duplicate: true, ConversationID: conv}, nil
 		}
 		return SendResult{}, fmt.Errorf("receiver %q: %w", m.Receiver, ErrUnknownReceiver)
 	}
@@ -86,12 +98,8 @@ func (r *Relay) send(ctx context.Context, p Principal, m *Message, checkAccess b
 		return SendResult{}, err
 	}
 	if Hidden(recv.ID) {
-		if err := Authorize(p, OpSendToInternal, RelNone); err != nil {
-			// An answer to what the helper sent is let through (the
-			// answer's author is checked below, as for any answer).
-			if ok, err := r.answersHelper(ctx, p, m); err != nil || !ok {
-				return SendResult{}, fmt.Errorf("receiver %q: %w", m.Receiver, cmp.Or(err, ErrUnknownReceiver))
-			}
+		if err := r.checkToInternal(ctx, p, m); err != nil {
+			return SendResult{}, err
 		}
 	}
 	if checkAccess {
@@ -122,21 +130,28 @@ func (r *Relay) send(ctx context.Context, p Principal, m *Message, checkAccess b
 	} else {
 		rc.History = []ReceiptEvent{{At: now, Status: StatusQueued, Detail: "accepted"}}
 	}
-	res, feed, err := r.accept(ctx, m, &rc, now)
+	// The lane is claimed in the accept only for a receiver the scheduler
+	// would push to now.
+	claim = claim && recv.Endpoint.Pushable() && recv.Alive(now) && r.Deliverable(recv.Endpoint.Kind)
+	res, feed, claimed, err := r.accept(ctx, m, &rc, now, claim)
 	if err != nil {
 		return SendResult{}, err
 	}
 	if res.Duplicate {
-		if err := r.sameContent(ctx, m); err != nil {
+		conv, err := r.sameContent(ctx, m)
+		if err != nil {
 			return SendResult{}, err
 		}
-		return SendResult{Receipt: res.Receipt, Duplicate: true}, nil
+		return SendResult{Receipt: res.Receipt, Duplicate: true, ConversationID: conv}, nil
 	}
 	r.events.Publish(Event{Type: EventAccepted, At: now, MessageID: m.ID, Sender: m.Sender, Receiver: m.Receiver,
 		Status: rc.Status, Protocol: m.Protocol, ConversationID: m.ConversationID, CorrelationID: m.CorrelationID, MessageType: m.Type})
 	if rc.Status == StatusQueued {
 		r.queued(m.Receiver)
 		switch {
+		case claimed:
+			// The caller makes the first attempt (attemptClaimed); the
+			// scheduler takes the lane when it is released.
 		case feed != nil:
 			// Stored pulled for a stream here: it is the stream's until
 			// its lease runs out.
@@ -161,25 +176,31 @@ func (r *Relay) send(ctx context.Context, p Principal, m *Message, checkAccess b
 	if m.CorrelationID != "" {
 		r.notify(resultKeyPrefix + m.CorrelationID)
 	}
-	return SendResult{Receipt: res.Receipt}, nil
+	return SendResult{Receipt: res.Receipt, claimed: claimed}, nil
 }
 
 // accept stores m. When the receiver has a stream on this instance with
 // room and the store can hand the message out in the same write, it is
-// stored pulled for that stream, whose feed is returned.
-func (r *Relay) accept(ctx context.Context, m *Message, rc *Receipt, now time.Time) (AcceptResult, *Feed, error) {
+// stored pulled for that stream, whose feed is returned. With claim, when
+// the store can (AcceptClaimer), m's lane is claimed for this instance in
+// the same write, and claimed reports it.
+func (r *Relay) accept(ctx context.Context, m *Message, rc *Receipt, now time.Time, claim bool) (_ AcceptResult, _ *Feed, claimed bool, _ error) {
 	limit := r.queueLimit(ctx, m.Receiver)
+	if ac, ok := r.store.(AcceptClaimer); ok && claim && rc.Status == StatusQueued {
+		res, claimed, err := ac.AcceptClaimed(ctx, m, rc, limit, now, now.Add(r.cfg.ClaimLease), r.cfg.Owner)
+		return res, nil, claimed && err == nil && !res.Duplicate, err
+	}
 	if ap, ok := r.store.(AcceptPuller); ok && rc.Status == StatusQueued {
 		if f := r.feedFor(m.Receiver); f != nil {
 			res, pulled, err := ap.AcceptPulled(ctx, m, rc, limit, now, now.Add(f.visibility))
 			if !pulled {
 				f = nil
 			}
-			return res, f, err
+			return res, f, false, err
 		}
 	}
 	res, err := r.store.Accept(ctx, m, rc, limit)
-	return res, nil, err
+	return res, nil, false, err
 }
 
 // sameContent checks that m, whose id was already accepted from the same
@@ -189,19 +210,20 @@ func (r *Relay) accept(ctx context.Context, m *Message, rc *Receipt, now time.Ti
 // hub never took was sent. Content is the type, the correlation id and the
 // parts, compared as JSON values (key order and number spelling do not
 // matter); conversation ids, metadata, TTL and timestamps may differ
-// between attempts. A first message purged since counts as the same.
-func (r *Relay) sameContent(ctx context.Context, m *Message) error {
+// between attempts. A first message purged since counts as the same. It
+// returns the first message's conversation id (m's if it was purged).
+func (r *Relay) sameContent(ctx context.Context, m *Message) (conversationID string, err error) {
 	first, err := r.store.GetMessage(ctx, m.ID)
 	if errors.Is(err, ErrNotFound) {
-		return nil
+		return m.ConversationID, nil
 	}
 	if err != nil {
-		return fmt.Errorf("read message %q: %w", m.ID, err)
+		return "", fmt.Errorf("read message %q: %w", m.ID, err)
 	}
 	if !SameContent(first, m) {
-		return fmt.Errorf("message %q was sent before with other content (a retry must repeat the message): %w", m.ID, ErrIDConflict)
+		return "", fmt.Errorf("message %q was sent before with other content (a retry must repeat the message): %w", m.ID, ErrIDConflict)
 	}
-	return nil
+	return first.ConversationID, nil
 }
 
 // checkAnswer refuses an answer (CorrelationID = M) whose sender is not
@@ -235,6 +257,33 @@ func (r *Relay) checkAnswer(ctx context.Context, p Principal, m *Message) error 
 	}
 	if Authorize(p, OpAnswer, rel) != nil {
 		return refuse()
+	}
+	return nil
+}
+
+// checkToInternal decides whether p may send m to an internal id: the hub,
+// the operator and dev mode may; an agent only to answer a message that
+// internal id sent it (OpAnswerInternal), such as the MCP operator's
+// request to a worker. Every refusal is ErrUnknownReceiver, as for an id
+// that does not exist, so that internal ids cannot be probed.
+func (r *Relay) checkToInternal(ctx context.Context, p Principal, m *Message) error {
+	if Authorize(p, OpSendToInternal, RelNone) == nil {
+		return nil
+	}
+	rel := RelNone
+	if m.CorrelationID != "" && p.AgentID != "" {
+		rc, err := r.store.GetReceipt(ctx, m.CorrelationID)
+		switch {
+		case err == nil && rc.Sender == m.Receiver:
+			if rel, err = r.relationToMessage(ctx, m.Sender, rc, true); err != nil {
+				return err
+			}
+		case err != nil && !errors.Is(err, ErrNotFound):
+			return err
+		}
+	}
+	if Authorize(p, OpAnswerInternal, rel) != nil {
+		return fmt.Errorf("receiver %q: %w", m.Receiver, ErrUnknownReceiver)
 	}
 	return nil
 }

@@ -132,12 +132,9 @@ type Hub struct {
 	adapters []Adapter
 	// workers are the background jobs of the adapters not yet on the
 	// contract and of the hub itself, run by Serve beside the adapters.
-	workers []worker
-	// stopLegacy ends the context New gave the adapters that keep one in
-	// their options (A2A, MAMP): Serve calls it when it drains.
-	stopLegacy context.CancelFunc
-	closeOnce  sync.Once
-	closeErr   error
+	workers   []worker
+	closeOnce sync.Once
+	closeErr  error
 	// stage, when set (tests), is told each shutdown stage as it ends.
 	stage func(string)
 }
@@ -155,6 +152,14 @@ type Adapter interface {
 	// (nil, or the error that stopped it early, which stops the hub). An
 	// adapter without background work returns when ctx ends.
 	Run(ctx context.Context) error
+}
+
+// Challenger is an optional part of the adapter contract: the
+// WWW-Authenticate challenge of the 401 the hub answers, for a request to
+// one of the adapter's routes, when it refuses the request's credential
+// before the adapter sees it (ok false: not the adapter's route).
+type Challenger interface {
+	Challenge(r *http.Request) (challenge string, ok bool)
 }
 
 // worker is a background job the hub runs until its context ends.
@@ -236,10 +241,6 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 		}
 		h.workers = append(h.workers, worker{"store notifications", func(ctx context.Context) { follow(ctx, due, receipts, relay, log) }})
 	}
-	// The adapters that keep a context in their options get one that
-	// Serve ends when it drains.
-	legacyCtx, stopLegacy := context.WithCancel(context.WithoutCancel(ctx))
-	h.stopLegacy = stopLegacy
 	authn := &auth.Authenticator{Dev: opt.Dev, Creds: h.Creds}
 	if !opt.Dev {
 		tok, err := adminToken(opt)
@@ -262,6 +263,8 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	// Adapters on the contract: mounted here, run by Serve.
 	h.adapters = []Adapter{
 		atp.New(relay, atp.Options{MaxBody: opt.MaxBody, Issuer: issuer, Secrets: signer, CheckURL: policy.CheckURL}),
+		mamp.New(relay, mamp.Options{MaxBody: opt.MaxBody, Issuer: issuer, Records: st, Remotes: mamp.RemotesFromEnv(),
+			Logger: log, CheckURL: policy.CheckURL, Secrets: signer}),
 		a2aSrv,
 		a2aremote.NewRegistrar(relay, a2aremote.Options{Logger: log, Client: policy.Client(10 * time.Second)}),
 		opsapi.New(relay, opt.Version),
@@ -269,20 +272,20 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	for _, a := range h.adapters {
 		a.Mount(h.Mux)
 	}
-	// Adapters not yet on the contract, mounted the old way.
-	mamp.New(relay, mamp.Options{MaxBody: opt.MaxBody, Issuer: issuer, Remotes: mamp.RemotesFromEnv(), Context: legacyCtx, Logger: log, CheckURL: policy.CheckURL, Secrets: signer}).Mount(h.Mux)
 	h.AMP = amp.New(&ampstore.Store{Records: st, Clock: clock})
 	ampHandler := ampapi.New(h.AMP, h.log)
 	h.Mux.Handle("GET /v4/amp", ampHandler)
+	h.Mux.Handle("OPTIONS /v4/amp", ampHandler) // CORS preflight: 204, as the reference
+	h.Mux.Handle("OPTIONS /v4/tick", ampHandler)
 	// A tick writes the session's state: with auth on it needs a
 	// credential, like every other write.
 	h.Mux.Handle("POST /v4/tick", members(ampHandler))
-	// The operator's MCP identity is an internal id: no caller can
-	// register it ahead of the operator, and nobody can guess it.
+	// MCP acts for the operator as an internal id (OperatorID): no caller
+	// can register it ahead of the operator, and nobody can guess it.
 	mcpSrv := mcpadapter.New(relay, mcpadapter.Options{Version: opt.Version, Logger: log, AMP: h.AMP, MaxBody: opt.MaxBody,
-		HostAgentID: mcpHostID(relay, opt.Dev)})
+		Records: st})
 	mcpSrv.Mount(h.Mux)
-	h.workers = append(h.workers, worker{"mcp resource updates", mcpSrv.Watch})
+	h.adapters = append(h.adapters, mcpSrv)
 	met := metrics.New(relay, metrics.WithPublic(opt.MetricsPublic))
 	h.workers = append(h.workers, worker{"metrics", met.Run})
 	h.conns.register(met.Registry())
@@ -301,7 +304,13 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	}
 	limiter := ratelimit.New(limit, opt.RateBurst)
 	// Security headers outermost, so refusals (401, 429) carry them too.
-	h.Handler = secureHeaders(authenticated(authn, limiter, rateLimited(limiter, unrouted(h.Mux))), opt.TLSCert != "")
+	var challenges []Challenger
+	for _, a := range h.adapters {
+		if c, ok := a.(Challenger); ok {
+			challenges = append(challenges, c)
+		}
+	}
+	h.Handler = secureHeaders(authenticated(authn, limiter, challenges, rateLimited(limiter, unrouted(h.Mux))), opt.TLSCert != "")
 	h.Handler = tracing.Middleware(h.Handler)
 	if d := cmp.Or(opt.BodyTimeout, DefaultBodyTimeout); d > 0 {
 		h.Handler = bodyDeadline(d, h.Handler)
@@ -387,17 +396,6 @@ func deriveKey(key []byte, purpose string) []byte {
 	mac := hmac.New(sha256.New, key)
 	mac.Write([]byte(purpose))
 	return mac.Sum(nil)
-}
-
-// mcpHostID is the id the MCP server acts as for the operator (and, in dev
-// mode, for every host): with auth on an internal id of the hub's, so that
-// no agent can register it first and receive what is meant for the
-// operator; in dev mode the familiar mcp-host.
-func mcpHostID(relay *core.Relay, dev bool) string {
-	if dev {
-		return mcpadapter.DefaultHostAgentID
-	}
-	return relay.InternalID("mcp-operator")
 }
 
 // adminToken returns the configured admin token or the one kept in the
@@ -536,7 +534,6 @@ func (h *Hub) Serve(ctx context.Context, ln net.Listener) error {
 	stage("http")
 	// 2. Drain: background work ends.
 	stopWork()
-	h.stopLegacy()
 	if gerr := g.Wait(); err == nil && ctx.Err() == nil {
 		err = gerr
 	}
@@ -565,11 +562,9 @@ func serverProtocols() *http.Protocols {
 	return &p
 }
 
-// Close closes the store (once; Serve does it when it returns) and ends
-// the context of the adapters that keep one.
+// Close closes the store (once; Serve does it when it returns).
 func (h *Hub) Close() error {
 	h.closeOnce.Do(func() {
-		h.stopLegacy()
 		h.closeErr = h.Store.Close()
 	})
 	return h.closeErr

@@ -115,7 +115,7 @@ func secureHeaders(next http.Handler, tls bool) http.Handler {
 // A request whose credential is refused counts against its address's rate,
 // as an anonymous request would: without that, requests with made-up
 // tokens (each one a store lookup) would be the one kind no limit bounds.
-func authenticated(a *auth.Authenticator, l *ratelimit.Limiter, next http.Handler) http.Handler {
+func authenticated(a *auth.Authenticator, l *ratelimit.Limiter, challenges []Challenger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := a.Authenticate(r)
 		if err != nil {
@@ -123,6 +123,12 @@ func authenticated(a *auth.Authenticator, l *ratelimit.Limiter, next http.Handle
 				if ok, wait := l.Allow(auth.AddrKey(r)); !ok {
 					tooManyRequests(w, wait)
 					return
+				}
+				for _, c := range challenges {
+					if ch, ok := c.Challenge(r); ok {
+						w.Header().Set("WWW-Authenticate", ch)
+						break
+					}
 				}
 			}
 			httperr.From(w, err)

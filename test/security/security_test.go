@@ -458,10 +458,11 @@ func attacks() []attack {
 		}},
 		{proto: "mamp", name: "spoofed sender", run: func(t *testing.T, f *fixture) {
 			expect(t, f.do("POST", "/mamp/v1/messages", f.tok["carol"], f.mampMsg("mamp-spoof", "alice", "bob")), 403, "forbidden")
-			// Joining someone else's conversation as oneself is refused too.
+			// Joining someone else's conversation as oneself is refused too,
+			// as if it did not exist.
 			m := f.mampMsg("mamp-join", "carol", "bob")
 			m["conversation_id"] = f.convAB
-			expect(t, f.do("POST", "/mamp/v1/messages", f.tok["carol"], m), 403, "not_a_participant")
+			expect(t, f.do("POST", "/mamp/v1/messages", f.tok["carol"], m), 404, "conversation_not_found")
 			f.absent("mamp-spoof", "mamp-join")
 		}},
 		{proto: "mamp", name: "hijack registration", run: func(t *testing.T, f *fixture) {
@@ -475,8 +476,9 @@ func attacks() []attack {
 			expect(t, f.do("GET", "/mamp/v1/agents/bob/messages", "", nil), 401, "unauthorized")
 			expect(t, f.do("GET", "/mamp/v1/agents/bob/messages", f.tok["alice"], nil), 403, "forbidden")
 			expect(t, f.do("GET", "/mamp/v1/agents/"+url.PathEscape(f.uri("bob"))+"/messages", f.tok["carol"], nil), 403, "forbidden")
-			expect(t, f.do("GET", "/mamp/v1/conversations/"+f.convAB, f.tok["carol"], nil), 403, "forbidden")
-			expect(t, f.do("GET", "/mamp/v1/conversations/"+f.convAB+"/events", f.tok["carol"], nil), 403, "forbidden")
+			// A non-member's read of a conversation answers as an unknown one.
+			expect(t, f.do("GET", "/mamp/v1/conversations/"+f.convAB, f.tok["carol"], nil), 404, "conversation_not_found")
+			expect(t, f.do("GET", "/mamp/v1/conversations/"+f.convAB+"/events", f.tok["carol"], nil), 404, "conversation_not_found")
 			expect(t, f.do("GET", "/mamp/v1/conversations?agent=bob", f.tok["carol"], nil), 403, "forbidden")
 			expect(t, f.do("GET", "/mamp/v1/conversations", f.tok["carol"], nil), 403, "forbidden")
 		}},

@@ -12,6 +12,7 @@ import (
 	"net/http"
 
 	"github.com/switchboard-hub/switchboard/internal/amp"
+	"github.com/switchboard-hub/switchboard/internal/auth"
 	"github.com/switchboard-hub/switchboard/internal/jsonvalue"
 )
 
@@ -42,10 +43,14 @@ type TickRequest struct {
 	Trigger   string          `json:"trigger,omitempty"`
 	Summary   string          `json:"summary,omitempty"`
 	Force     bool            `json:"force,omitempty"`
+	// DetectedTriggers are triggers the caller detected (the reference's
+	// ids, such as giving_up_language or premature_convergence).
+	DetectedTriggers []string `json:"detected_triggers,omitempty"`
 }
 
 // TickResponse is the body of a successful POST /v4/tick: a valid AMP
-// envelope (its fields are inlined) plus what the host should do.
+// envelope (its fields are inlined, and nested again as "amp", where the
+// reference's clients read it) plus what the host should do.
 type TickResponse struct {
 	amp.Envelope
 	SessionID string `json:"session_id"`
@@ -64,14 +69,15 @@ func (r TickResponse) MarshalJSON() ([]byte, error) {
 		return nil, err
 	}
 	type extra struct {
-		SessionID string `json:"session_id"`
-		Event     string `json:"event"`
-		Injection string `json:"injection,omitempty"`
-		Deny      bool   `json:"deny,omitempty"`
-		Block     bool   `json:"block,omitempty"`
-		Reason    string `json:"reason,omitempty"`
+		SessionID string          `json:"session_id"`
+		Event     string          `json:"event"`
+		Injection string          `json:"injection,omitempty"`
+		Deny      bool            `json:"deny,omitempty"`
+		Block     bool            `json:"block,omitempty"`
+		Reason    string          `json:"reason,omitempty"`
+		AMP       json.RawMessage `json:"amp"`
 	}
-	more, err := json.Marshal(extra{r.SessionID, r.Event, r.Injection, r.Deny, r.Block, r.Reason})
+	more, err := json.Marshal(extra{r.SessionID, r.Event, r.Injection, r.Deny, r.Block, r.Reason, env})
 	if err != nil {
 		return nil, err
 	}
@@ -114,13 +120,31 @@ func New(engine *amp.Engine, log *slog.Logger) http.Handler {
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
+// preflight answers a CORS preflight (OPTIONS) with 204, as the
+// reference does. Only the public spec document may be read from another
+// origin; a tick needs a credential and is not offered to browsers.
+func preflight(w http.ResponseWriter, allow string, public bool) {
+	w.Header().Set("Allow", allow)
+	if public {
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+		w.Header().Set("Access-Control-Allow-Methods", allow)
+		w.Header().Set("Access-Control-Max-Age", "600")
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
 func (h *Handler) spec(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodOptions {
+		preflight(w, "GET, HEAD, OPTIONS", true)
+		return
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
+		w.Header().Set("Allow", "GET, HEAD, OPTIONS")
 		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "use GET "+PathSpec)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Access-Control-Allow-Origin", "*")
 	w.WriteHeader(http.StatusOK)
 	if r.Method == http.MethodGet {
 		w.Write(amp.SpecDocumentJSON())
@@ -128,8 +152,12 @@ func (h *Handler) spec(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) tick(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodOptions {
+		preflight(w, "POST, OPTIONS", false)
+		return
+	}
 	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", "POST")
+		w.Header().Set("Allow", "POST, OPTIONS")
 		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "use POST "+PathTick)
 		return
 	}
@@ -167,10 +195,17 @@ func (h *Handler) tick(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		ev = amp.HostManual // as the reference: an unknown event is a manual tick
 	}
+	// Each credential has its own sessions: the caller's principal key
+	// namespaces the session id (dev mode has none).
 	res, err := h.engine.Step(r.Context(), amp.TickInput{
-		SessionID: req.SessionID, Event: ev, Message: req.Message, ToolName: req.ToolName, ToolInput: req.ToolInput,
+		SessionID: req.SessionID, Owner: auth.From(r.Context()).Key(), Event: ev, Message: req.Message, ToolName: req.ToolName, ToolInput: req.ToolInput,
 		Result: req.Result, Success: req.Success, Source: req.Source, Trigger: req.Trigger, Summary: req.Summary, Force: req.Force,
+		DetectedTriggers: req.DetectedTriggers,
 	})
+	if errors.Is(err, amp.ErrUnknownTrigger) {
+		writeError(w, http.StatusBadRequest, "unknown_trigger", err.Error())
+		return
+	}
 	if err != nil {
 		if r.Context().Err() != nil {
 			return // the caller went away: no one to answer, nothing wrong here

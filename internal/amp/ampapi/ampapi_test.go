@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/switchboard-hub/switchboard/internal/amp"
+	"github.com/switchboard-hub/switchboard/internal/auth"
 )
 
 func newServer(t *testing.T) (*httptest.Server, *amp.MemoryStore) {
@@ -159,7 +160,8 @@ func TestTickResponseMarshal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"spec":"AMP/0.1","events":[],"blocks":[],"gate":"none","state":{"pressure":0,"arena":false,"dream":false,"happened":false,"role":"none"},"session_id":"s","event":"Manual"}`
+	want := `{"spec":"AMP/0.1","events":[],"blocks":[],"gate":"none","state":{"pressure":0,"arena":false,"dream":false,"happened":false,"role":"none"},"session_id":"s","event":"Manual",` +
+		`"amp":{"spec":"AMP/0.1","events":[],"blocks":[],"gate":"none","state":{"pressure":0,"arena":false,"dream":false,"happened":false,"role":"none"}}}`
 	if string(data) != want {
 		t.Fatalf("got  %s\nwant %s", data, want)
 	}
@@ -202,5 +204,83 @@ func TestTickFailureIsLoggedNotEchoed(t *testing.T) {
 	quiet.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, PathTick, strings.NewReader(`{"session_id":"s2","event":"Stop"}`)).WithContext(ctx))
 	if rec.Body.Len() != 0 || logged.Len() != 0 {
 		t.Fatalf("tick for a caller that went away: answered %q, logged %q", rec.Body, logged.String())
+	}
+}
+
+func TestPreflight(t *testing.T) {
+	srv, _ := newServer(t)
+	for _, c := range []struct {
+		path, origin string
+	}{{PathSpec, "*"}, {PathTick, ""}} {
+		code, h, body := do(t, http.MethodOptions, srv.URL+c.path, "")
+		if code != http.StatusNoContent || len(body) != 0 || h.Get("Access-Control-Allow-Origin") != c.origin || h.Get("Allow") == "" {
+			t.Errorf("OPTIONS %s: %d %v %q", c.path, code, h, body)
+		}
+	}
+}
+
+func TestTickAnswerNestsTheEnvelope(t *testing.T) {
+	srv, _ := newServer(t)
+	code, _, body := do(t, http.MethodPost, srv.URL+PathTick, `{"session_id":"n1","event":"UserPromptSubmit","detected_triggers":["giving_up_language"]}`)
+	if code != http.StatusOK {
+		t.Fatalf("%d %s", code, body)
+	}
+	var resp struct {
+		AMP json.RawMessage `json:"amp"`
+	}
+	if err := json.Unmarshal(body, &resp); err != nil {
+		t.Fatal(err)
+	}
+	env, err := amp.DecodeEnvelope(resp.AMP)
+	if err != nil || !slices.Equal(env.Events, []amp.Event{amp.EventGivingUp}) {
+		t.Fatalf("amp %s: %+v %v", resp.AMP, env, err)
+	}
+	code, _, body = do(t, http.MethodPost, srv.URL+PathTick, `{"detected_triggers":["bored"]}`)
+	if code != http.StatusBadRequest || !strings.Contains(string(body), "unknown_trigger") {
+		t.Fatalf("unknown trigger: %d %s", code, body)
+	}
+}
+
+// TestSessionsPerCredential: two credentials using the same session id
+// have two sessions; one cannot read or raise the other's pressure.
+func TestSessionsPerCredential(t *testing.T) {
+	store := amp.NewMemoryStore()
+	h := New(amp.New(store), nil)
+	// Stand-in for the hub's authentication: the principal comes from a header.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := auth.Principal{AgentID: r.Header.Get("X-Agent")}
+		h.ServeHTTP(w, r.WithContext(auth.With(r.Context(), p)))
+	}))
+	t.Cleanup(srv.Close)
+	tick := func(agent, body string) amp.Envelope {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+PathTick, strings.NewReader(body))
+		req.Header.Set("X-Agent", agent)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		env, err := amp.DecodeEnvelope(data)
+		if err != nil {
+			t.Fatalf("%s: %v", data, err)
+		}
+		return env
+	}
+	giveUp := `{"session_id":"shared","event":"UserPromptSubmit","message":"I give up","force":true}`
+	for range 3 {
+		tick("alice", giveUp)
+	}
+	if env := tick("alice", `{"session_id":"shared"}`); env.State.Pressure != 3 {
+		t.Fatalf("alice's pressure %d, want 3", env.State.Pressure)
+	}
+	if env := tick("bob", `{"session_id":"shared"}`); env.State.Pressure != 0 {
+		t.Fatalf("bob sees alice's session: pressure %d", env.State.Pressure)
+	}
+	if _, ok, _ := store.Load(context.Background(), "shared"); ok {
+		t.Fatal("a credential's session was stored under the bare id")
+	}
+	if _, ok, _ := store.Load(context.Background(), amp.OwnedSession("agent:alice", "shared")); !ok {
+		t.Fatal("alice's session is not under her namespace")
 	}
 }

@@ -1,15 +1,24 @@
 // Package guard is the AMP PreToolUse guard: it denies tool calls that read
-// or write answer and grading files, and destructive git commands.
+// or write answer and grading files, destroy work (destructive git, deleting
+// or overwriting the repository, the project, the home directory or /), or
+// skip verification.
 //
-// Check is pure apart from an optional look at the repository's HEAD (to
-// know the current branch for a force push without a refspec) and uses no
-// regular expressions, so it is cheap on the hook hot path.
+// Shell commands are parsed with a real Bash parser (mvdan.cc/sh) and every
+// simple command the script could run is checked after bash's own
+// expansions: quoting and escapes, brace expansion, variables assigned
+// earlier in the script, command substitutions whose output is known
+// (echo, printf, pwd), globs (matched against .git and the protected names),
+// wrappers (env, sudo, xargs, find -exec, timeout …) and code handed to
+// sh -c, eval and script interpreters. Git commands are parsed with git's
+// own rules (global options, option clusters, unique-prefix abbreviations,
+// aliases given with -c). Where the guard cannot know what will run and the
+// rest of the command could be destructive, it denies: it fails closed where
+// it is blind.
 package guard
 
 import (
-	"net/url"
+	"fmt"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 )
@@ -19,15 +28,20 @@ type Mode string
 
 // Guard modes.
 const (
-	// ModeDev (the default) blocks answer files and destructive git.
+	// ModeDev (the default) blocks answer files, destructive commands and
+	// skipped verification.
 	ModeDev Mode = "dev"
 	// ModeEval also blocks any git push, git stash, test fixtures and
-	// expected-output files, and CI bypasses (--no-verify, [skip ci]).
+	// expected-output files, and [skip ci].
 	ModeEval Mode = "eval"
 )
 
 // EnvMode is the environment variable selecting the mode.
 const EnvMode = "PUAX_GUARD_MODE"
+
+// EnvProjectDir is the variable Claude Code sets to the project root for
+// hooks; the guard protects that directory.
+const EnvProjectDir = "CLAUDE_PROJECT_DIR"
 
 // ModeFromEnv returns ModeEval when PUAX_GUARD_MODE=eval, else ModeDev.
 func ModeFromEnv() Mode {
@@ -39,10 +53,20 @@ func ModeFromEnv() Mode {
 
 // Denial codes, the first word of a denial's reason.
 const (
-	CodeAntiCheat  = "ANTI_CHEAT_BLOCK"
-	CodeGit        = "GIT_DESTRUCTIVE_BLOCK"
-	CodeGitEval    = "GIT_BYPASS_BLOCKED"
-	CodeCIBypass   = "CI_BYPASS_BLOCKED"
+	// CodeAntiCheat: an answer, hidden-test or grading file.
+	CodeAntiCheat = "ANTI_CHEAT_BLOCK"
+	// CodeGit: a git command that destroys work or history.
+	CodeGit = "GIT_DESTRUCTIVE_BLOCK"
+	// CodeGitEval: a git command allowed in dev mode only.
+	CodeGitEval = "GIT_BYPASS_BLOCKED"
+	// CodeCIBypass: skipping verification (--no-verify, hooks, [skip ci]).
+	CodeCIBypass = "CI_BYPASS_BLOCKED"
+	// CodeDestructive: deleting or overwriting protected paths.
+	CodeDestructive = "DESTRUCTIVE_BLOCK"
+	// CodeBlind: the guard cannot know what would run, and it could
+	// destroy work.
+	CodeBlind = "BLIND_COMMAND_BLOCK"
+	// CodeGuardError: the guard could not check the call.
 	CodeGuardError = "GUARD_ERROR"
 )
 
@@ -60,8 +84,13 @@ type Request struct {
 	Tool string
 	// Input is the tool's input object.
 	Input map[string]any
-	// Cwd is the working directory, used to find the current branch.
+	// Cwd is the host's working directory (relative paths resolve there).
 	Cwd string
+	// ProjectDir is the project root to protect; default
+	// $CLAUDE_PROJECT_DIR, else the repository containing Cwd, else Cwd.
+	ProjectDir string
+	// Home is the home directory to protect; default $HOME.
+	Home string
 }
 
 // commandTools are tool names (lowercased) whose input is a shell command.
@@ -70,13 +99,20 @@ var commandTools = map[string]bool{
 	"run_shell_command": true, "terminal": true, "powershell": true, "sh": true,
 }
 
+// writeTools are file tools that change files.
+var writeTools = map[string]bool{
+	"write": true, "edit": true, "multiedit": true, "notebookedit": true, "writefile": true, "editfile": true,
+	"str_replace_based_edit_tool": true, "create": true,
+}
+
 // Check decides one tool call.
 func Check(r Request) Decision {
+	ps := r.paths()
 	tool := strings.ToLower(r.Tool)
 	if commandTools[tool] {
 		for _, k := range []string{"command", "cmd", "input", "script"} {
 			if s, ok := r.Input[k].(string); ok && s != "" {
-				if d := CheckCommand(r.Mode, s, r.Cwd); d.Deny {
+				if d := checkCommand(ps, s, r.Cwd); d.Deny {
 					return d
 				}
 			}
@@ -84,399 +120,230 @@ func Check(r Request) Decision {
 		return Decision{}
 	}
 	keys := []string{"file_path", "filePath", "path", "notebook_path", "notebookPath"}
-	if tool == "glob" {
-		keys = append(keys, "pattern")
-	}
 	for _, k := range keys {
-		if s, ok := r.Input[k].(string); ok && s != "" {
-			if d := CheckPath(r.Mode, s); d.Deny {
+		s, ok := r.Input[k].(string)
+		if !ok || s == "" {
+			continue
+		}
+		if d := checkFile(ps, s, r.Cwd); d.Deny {
+			return d
+		}
+		if writeTools[tool] {
+			if why := ps.write(r.Cwd, s); why != "" {
+				return Decision{Deny: true, Code: CodeDestructive, Reason: CodeDestructive + ": " + r.Tool + " of " + clip(s) + " is blocked: " + why}
+			}
+		}
+		if tool == "grep" || tool == "glob" || tool == "ls" || tool == "search" {
+			if d := searchRoot(ps, s, r.Cwd); d.Deny {
 				return d
 			}
 		}
 	}
+	// Glob's pattern and Grep's glob filter select files by name.
+	for _, k := range []string{"pattern", "glob", "include"} {
+		if k == "pattern" && tool != "glob" {
+			continue
+		}
+		s, ok := r.Input[k].(string)
+		if !ok || s == "" {
+			continue
+		}
+		base, _ := r.Input["path"].(string)
+		if d := checkGlob(ps, s, base, r.Cwd); d.Deny {
+			return d
+		}
+	}
 	return Decision{}
+}
+
+func (r Request) paths() paths {
+	ps := paths{mode: r.Mode, home: r.Home, project: r.ProjectDir}
+	if ps.mode == "" {
+		ps.mode = ModeDev
+	}
+	if ps.home == "" {
+		ps.home, _ = os.UserHomeDir()
+	}
+	if ps.project == "" {
+		ps.project = os.Getenv(EnvProjectDir)
+	}
+	if ps.project == "" && r.Cwd != "" {
+		ps.project = repoRoot(r.Cwd)
+	}
+	if ps.project != "" && filepath.IsAbs(ps.project) {
+		ps.project = filepath.Clean(ps.project)
+	} else {
+		ps.project = ""
+	}
+	if ps.home != "" {
+		ps.home = filepath.Clean(ps.home)
+	}
+	return ps
+}
+
+// repoRoot returns the directory holding .git at or above dir, else dir.
+func repoRoot(dir string) string {
+	if !filepath.IsAbs(dir) {
+		return ""
+	}
+	d := filepath.Clean(dir)
+	for range 64 {
+		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
+			return d
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			break
+		}
+		d = parent
+	}
+	return filepath.Clean(dir)
 }
 
 // CheckPath decides access to one file path by any file tool.
 func CheckPath(mode Mode, raw string) Decision {
-	for _, view := range []string{raw, NormalizePath(raw)} {
-		if protectedPath(mode, view) {
-			return Decision{Deny: true, Code: CodeAntiCheat,
-				Reason: CodeAntiCheat + ": access to " + clip(raw) + " is not allowed (answer, hidden-test or grading file)"}
-		}
+	return checkFile(paths{mode: mode}, raw, "")
+}
+
+func checkFile(ps paths, raw, cwd string) Decision {
+	if ps.antiCheat(cwd, raw) {
+		return Decision{Deny: true, Code: CodeAntiCheat,
+			Reason: CodeAntiCheat + ": access to " + clip(raw) + " is not allowed (answer, hidden-test or grading file)"}
 	}
 	return Decision{}
 }
 
-// NormalizePath URL-decodes twice, turns backslashes into slashes and
-// cleans the path (collapsing "//", resolving "." and "..").
-func NormalizePath(p string) string {
-	p = decodeTwice(p, url.PathUnescape)
-	p = strings.ReplaceAll(p, `\`, "/")
-	if p == "" {
-		return p
-	}
-	return path.Clean(p)
-}
-
-func decodeTwice(s string, dec func(string) (string, error)) string {
-	for range 2 {
-		if !strings.Contains(s, "%") {
-			break
-		}
-		d, err := dec(s)
-		if err != nil {
-			break
-		}
-		s = d
-	}
-	return s
-}
-
-// protectedPath reports whether a path names an answer or grading file.
-func protectedPath(mode Mode, p string) bool {
-	p = strings.ToLower(strings.ReplaceAll(p, `\`, "/"))
-	segs := strings.Split(p, "/")
-	base := segs[len(segs)-1]
-	for i, s := range segs {
-		next := ""
-		if i+1 < len(segs) {
-			next = segs[i+1]
-		}
-		switch s {
-		case ".score", "grading", "hidden_tests", "hidden-tests", "answer_key", "answer-key":
-			return true
-		case "test", "tests":
-			if next == "hidden" {
-				return true
-			}
-			if mode == ModeEval && (next == "fixtures" || next == "scenarios" || next == "cases") {
-				return true
-			}
-		case "__pycache__":
-			if mode == ModeEval && i+1 < len(segs) && strings.HasSuffix(base, ".py") {
-				return true
-			}
-		}
-	}
-	switch {
-	case strings.Contains(p, ".hidden."),
-		strings.Contains(base, ".solution."),
-		strings.HasSuffix(base, "solution.md"),
-		strings.HasSuffix(base, "_solution.txt"),
-		strings.Contains(base, ".scoring."),
-		strings.HasSuffix(base, "rubric.json"),
-		strings.Contains(base, "grading_script."),
-		strings.Contains(base, "answer_key"),
-		strings.Contains(base, "expected_output"),
-		strings.Contains(base, "expected-output"):
-		return true
-	}
-	if mode == ModeEval && (strings.HasSuffix(base, ".expected") || strings.HasSuffix(base, ".golden")) {
-		return true
-	}
-	return false
-}
-
-// NormalizeCommand URL-decodes twice, joins backslash-newline
-// continuations, drops quotes and collapses whitespace.
-func NormalizeCommand(c string) string {
-	c = decodeTwice(c, url.QueryUnescape)
-	c = strings.ReplaceAll(c, "\\\r\n", "")
-	c = strings.ReplaceAll(c, "\\\n", "")
-	c = strings.NewReplacer(`"`, "", `'`, "").Replace(c)
-	return strings.Join(strings.Fields(c), " ")
-}
-
-// CheckCommand decides one shell command. cwd (may be empty) locates the
-// repository for a force push that names no branch.
-func CheckCommand(mode Mode, raw, cwd string) Decision {
-	views := []string{raw, NormalizeCommand(raw)}
-	for _, view := range views {
-		for _, simple := range splitCommands(view) {
-			if d := checkSimple(mode, simple, raw, cwd); d.Deny {
-				return d
-			}
-		}
-	}
-	return Decision{}
-}
-
-// splitCommands splits a command line into simple commands' words at
-// shell operators and command substitutions. Quotes are not interpreted
-// (the normalised view has none).
-func splitCommands(s string) [][]string {
-	var out [][]string
-	cur := []string{}
-	word := strings.Builder{}
-	flushWord := func() {
-		if word.Len() > 0 {
-			cur = append(cur, word.String())
-			word.Reset()
-		}
-	}
-	flushCmd := func() {
-		flushWord()
-		if len(cur) > 0 {
-			out = append(out, cur)
-			cur = []string{}
-		}
-	}
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case ';', '&', '|', '(', ')', '`', '\n', '{', '}':
-			flushCmd()
-		case '$':
-			if i+1 < len(s) && s[i+1] == '(' {
-				flushCmd()
-				i++
-			} else {
-				word.WriteByte(c)
-			}
-		case ' ', '\t', '\r', '<', '>', '"', '\'':
-			flushWord()
-		default:
-			word.WriteByte(c)
-		}
-	}
-	flushCmd()
-	return out
-}
-
-func checkSimple(mode Mode, words []string, raw, cwd string) Decision {
-	for i, w := range words {
-		// Any word that names a protected path is a read of it (cat, less,
-		// cp, python …). Values of --opt=value are checked too.
-		candidate := w
-		if j := strings.IndexByte(w, '='); j >= 0 && strings.HasPrefix(w, "-") {
-			candidate = w[j+1:]
-		}
-		// Only words that look like paths: a bare word such as "grading" in
-		// a commit message is not a file access.
-		if strings.ContainsAny(candidate, "/.") && protectedPath(mode, NormalizePath(candidate)) {
-			return Decision{Deny: true, Code: CodeAntiCheat,
-				Reason: CodeAntiCheat + ": the command touches " + clip(candidate) + ", an answer, hidden-test or grading file"}
-		}
-		switch path.Base(strings.ToLower(w)) {
-		case "git":
-			if d := checkGit(mode, words[i+1:], raw, cwd); d.Deny {
-				return d
-			}
-		case "rm":
-			if d := checkRm(words[i+1:], raw); d.Deny {
-				return d
-			}
-		}
-	}
-	if mode == ModeEval {
-		for _, w := range words {
-			lw := strings.ToLower(w)
-			if lw == "--no-verify" || strings.Contains(lw, "[skip") || strings.Contains(lw, "skip_ci") || strings.Contains(lw, "skip-ci") {
-				return Decision{Deny: true, Code: CodeCIBypass, Reason: CodeCIBypass + ": bypassing checks is not allowed in eval mode: " + clip(raw)}
-			}
-		}
-	}
-	return Decision{}
-}
-
-// gitOptionsWithValue are global git options that take the next word.
-var gitOptionsWithValue = map[string]bool{"-C": true, "-c": true, "--git-dir": true, "--work-tree": true, "--namespace": true, "--exec-path": true}
-
-func checkGit(mode Mode, args []string, raw, cwd string) Decision {
-	sub := -1
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if gitOptionsWithValue[a] {
-			if a == "-C" && i+1 < len(args) && cwd != "" && !filepath.IsAbs(args[i+1]) {
-				cwd = filepath.Join(cwd, args[i+1])
-			} else if a == "-C" && i+1 < len(args) {
-				cwd = args[i+1]
-			}
-			i++
-			continue
-		}
-		if strings.HasPrefix(a, "-") {
-			continue
-		}
-		sub = i
-		break
-	}
-	if sub < 0 {
+// searchRoot denies a search rooted right above a hidden-test directory
+// (Grep or Glob over tests/ would read tests/hidden/).
+func searchRoot(ps paths, p, cwd string) Decision {
+	abs, known := resolve(cwd, NormalizePath(p))
+	if !known {
 		return Decision{}
 	}
-	rest := args[sub+1:]
-	deny := func(code, why string) Decision {
-		return Decision{Deny: true, Code: code, Reason: code + ": " + why + ": " + clip(raw)}
-	}
-	switch strings.ToLower(args[sub]) {
-	case "reset":
-		if hasArg(rest, "--hard") {
-			return deny(CodeGit, "git reset --hard discards work and history")
+	for _, sub := range []string{"hidden", "hidden_tests", "hidden-tests", "grading", ".score", "answer_key"} {
+		cand := filepath.Join(abs, sub)
+		if !ps.antiCheat("", cand) {
+			continue
 		}
-	case "clean":
-		if hasArg(rest, "--force") || hasShortFlag(rest, 'f') {
-			return deny(CodeGit, "git clean -f deletes untracked files")
-		}
-	case "push":
-		if mode == ModeEval {
-			return deny(CodeGitEval, "git push is not allowed in eval mode")
-		}
-		if forcePush(rest) && pushTargetsProtected(rest, cwd) {
-			return deny(CodeGit, "force push to a protected branch (main, master, trunk, develop, release*, prod*)")
-		}
-	case "stash":
-		if mode == ModeEval {
-			return deny(CodeGitEval, "git stash hides work from the grader in eval mode")
+		if fi, err := os.Stat(cand); err == nil && fi.IsDir() {
+			return Decision{Deny: true, Code: CodeAntiCheat,
+				Reason: CodeAntiCheat + ": searching " + clip(p) + " would read " + sub + "/, an answer, hidden-test or grading directory"}
 		}
 	}
 	return Decision{}
 }
 
-func hasArg(args []string, want string) bool {
-	for _, a := range args {
-		if a == want {
-			return true
-		}
+// checkGlob denies a name pattern aimed at answer files: one that matches
+// a protected name but not its neutral twin (tests/hid*/**, *solution*),
+// as opposed to a broad pattern (**/*.py).
+func checkGlob(ps paths, pattern, base, cwd string) Decision {
+	full := pattern
+	if base != "" && !strings.HasPrefix(pattern, "/") {
+		full = strings.TrimSuffix(base, "/") + "/" + pattern
 	}
-	return false
-}
-
-// hasShortFlag reports whether a short option cluster (-f, -fdx) has c.
-func hasShortFlag(args []string, c byte) bool {
-	for _, a := range args {
-		if len(a) >= 2 && a[0] == '-' && a[1] != '-' && strings.IndexByte(a[1:], c) >= 0 {
-			return true
-		}
-	}
-	return false
-}
-
-func forcePush(args []string) bool {
-	if hasShortFlag(args, 'f') {
-		return true
-	}
-	for _, a := range args {
-		if a == "--force" || strings.HasPrefix(a, "--force-with-lease") || strings.HasPrefix(a, "--force-if-includes") {
-			return true
-		}
-		if strings.HasPrefix(a, "+") {
-			return true
-		}
-	}
-	return false
-}
-
-// pushOptionsWithValue are git push options that take the next word.
-var pushOptionsWithValue = map[string]bool{"-o": true, "--push-option": true, "--repo": true, "--receive-pack": true, "--exec": true}
-
-// pushTargetsProtected reports whether a (force) push may update a
-// protected branch: a refspec names one, --all/--mirror is given, or no
-// refspec is given and the current branch is protected or unknown.
-func pushTargetsProtected(args []string, cwd string) bool {
-	var positional []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--all" || a == "--mirror" || a == "--branches" {
-			return true
-		}
-		if pushOptionsWithValue[a] {
-			i++
+	for _, probe := range globProbes(ps.mode) {
+		if !globMatch(full, probe.path) && !globMatch(pattern, probe.path) {
 			continue
 		}
-		if strings.HasPrefix(a, "-") {
+		if globMatch(full, probe.twin) || globMatch(pattern, probe.twin) {
 			continue
 		}
-		positional = append(positional, a)
+		return Decision{Deny: true, Code: CodeAntiCheat,
+			Reason: CodeAntiCheat + ": the pattern " + clip(pattern) + " selects answer, hidden-test or grading files"}
 	}
-	if len(positional) <= 1 { // only a remote, or nothing: the current branch
-		b, ok := currentBranch(cwd)
-		return !ok || protectedBranch(b)
+	return Decision{}
+}
+
+type probe struct{ path, twin string }
+
+func globProbes(mode Mode) []probe {
+	ps := []probe{
+		{"test/hidden/a.py", "test/unit/a.py"}, {"tests/hidden/a.py", "tests/unit/a.py"},
+		{"src/test/hidden/a.go", "src/test/unit/a.go"}, {"grading/a.py", "src/a.py"}, {".score/a", ".cache/a"},
+		{"hidden_tests/a.py", "unit_tests/a.py"}, {"a.hidden.py", "a.shown.py"}, {"a.solution.py", "a.main.py"},
+		{"SOLUTION.md", "README.md"}, {"solution.md", "readme.md"}, {"a_solution.txt", "a_notes.txt"},
+		{"a.scoring.json", "a.other.json"}, {"rubric.json", "config.json"}, {"grading_script.py", "build_script.py"},
+		{"answer_key.txt", "answer_sheet.txt"}, {"expected_output.txt", "actual_output.txt"},
 	}
-	for _, spec := range positional[1:] {
-		spec = strings.TrimPrefix(spec, "+")
-		dst := spec
-		if j := strings.LastIndexByte(spec, ':'); j >= 0 {
-			dst = spec[j+1:]
+	if mode == ModeEval {
+		ps = append(ps, probe{"test/fixtures/a.json", "test/helpers/a.json"}, probe{"a.golden", "a.json"})
+	}
+	return ps
+}
+
+// globMatch matches a Glob-tool pattern (with ** across directories and
+// {a,b} alternatives) against a relative path, ignoring case.
+func globMatch(pattern, name string) bool {
+	pattern = strings.ToLower(strings.TrimPrefix(NormalizePath(pattern), "./"))
+	name = strings.ToLower(name)
+	if i := strings.IndexByte(pattern, '{'); i >= 0 {
+		if j := strings.IndexByte(pattern[i:], '}'); j > 0 {
+			for _, alt := range strings.Split(pattern[i+1:i+j], ",") {
+				if globMatch(pattern[:i]+alt+pattern[i+j+1:], name) {
+					return true
+				}
+			}
+			return false
 		}
-		if dst == "" || dst == "HEAD" {
-			b, ok := currentBranch(cwd)
-			if !ok || protectedBranch(b) {
+	}
+	ps := strings.Split(pattern, "/")
+	ns := strings.Split(name, "/")
+	return matchSegs(ps, ns) || (len(ps) > 0 && !strings.HasPrefix(pattern, "/") && matchAnySuffix(ps, ns))
+}
+
+// matchAnySuffix lets a relative pattern rooted in a search path match
+// deeper (Grep's glob filter matches at any depth).
+func matchAnySuffix(ps, ns []string) bool {
+	for i := 1; i < len(ns); i++ {
+		if matchSegs(ps, ns[i:]) {
+			return true
+		}
+	}
+	return false
+}
+
+func matchSegs(ps, ns []string) bool {
+	if len(ps) == 0 {
+		return len(ns) == 0
+	}
+	if ps[0] == "**" {
+		for i := 0; i <= len(ns); i++ {
+			if matchSegs(ps[1:], ns[i:]) {
 				return true
 			}
-			continue
 		}
-		if protectedBranch(dst) {
-			return true
-		}
+		return false
 	}
-	return false
+	if len(ns) == 0 {
+		return false
+	}
+	if ok, _ := filepath.Match(ps[0], ns[0]); !ok {
+		return false
+	}
+	return matchSegs(ps[1:], ns[1:])
 }
 
-func protectedBranch(b string) bool {
-	b = strings.ToLower(strings.TrimPrefix(b, "refs/heads/"))
-	switch b {
-	case "main", "master", "trunk", "develop", "development", "production", "prod", "release", "stable":
-		return true
-	}
-	return strings.HasPrefix(b, "release/") || strings.HasPrefix(b, "release-") || strings.HasPrefix(b, "prod/")
+// CheckCommand decides one shell command. cwd (may be empty) is where it
+// runs.
+func CheckCommand(mode Mode, raw, cwd string) Decision {
+	return checkCommand(Request{Mode: mode, Cwd: cwd}.paths(), raw, cwd)
 }
 
-// currentBranch reads the branch HEAD points to, walking up from cwd.
-func currentBranch(cwd string) (string, bool) {
-	if cwd == "" {
-		return "", false
+func checkCommand(ps paths, raw, cwd string) (d Decision) {
+	defer func() {
+		if p := recover(); p != nil {
+			// fail closed: a fault in the analysis denies
+			d = Decision{Deny: true, Code: CodeGuardError, Reason: fmt.Sprintf("%s: the guard failed on this command: %v", CodeGuardError, p)}
+		}
+	}()
+	a := &analyzer{paths: ps}
+	s := newState(a, "")
+	if filepath.IsAbs(cwd) {
+		s.cwd = filepath.Clean(cwd)
 	}
-	dir := filepath.Clean(cwd)
-	for range 64 {
-		gitPath := filepath.Join(dir, ".git")
-		if fi, err := os.Stat(gitPath); err == nil {
-			gitDir := gitPath
-			if !fi.IsDir() { // a worktree: ".git" is a file "gitdir: <path>"
-				data, err := os.ReadFile(gitPath)
-				if err != nil {
-					return "", false
-				}
-				line := strings.TrimSpace(string(data))
-				if !strings.HasPrefix(line, "gitdir:") {
-					return "", false
-				}
-				gitDir = strings.TrimSpace(strings.TrimPrefix(line, "gitdir:"))
-				if !filepath.IsAbs(gitDir) {
-					gitDir = filepath.Join(dir, gitDir)
-				}
-			}
-			head, err := os.ReadFile(filepath.Join(gitDir, "HEAD"))
-			if err != nil {
-				return "", false
-			}
-			ref, ok := strings.CutPrefix(strings.TrimSpace(string(head)), "ref: ")
-			if !ok {
-				return "", false // detached HEAD
-			}
-			return strings.TrimPrefix(ref, "refs/heads/"), true
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			break
-		}
-		dir = parent
-	}
-	return "", false
-}
-
-// checkRm denies rm of a .git directory, or a recursive rm inside one
-// (rm .git/index.lock stays allowed).
-func checkRm(args []string, raw string) Decision {
-	recursive := hasArg(args, "--recursive") || hasShortFlag(args, 'r') || hasShortFlag(args, 'R')
-	for _, a := range args {
-		if strings.HasPrefix(a, "-") {
-			continue
-		}
-		p := NormalizePath(a)
-		inside := strings.HasPrefix(p, ".git/") || strings.Contains(p, "/.git/")
-		if path.Base(p) == ".git" || (inside && recursive) {
-			return Decision{Deny: true, Code: CodeGit, Reason: CodeGit + ": removing .git destroys the repository history: " + clip(raw)}
-		}
+	a.script(s, raw)
+	if a.found != nil {
+		return *a.found
 	}
 	return Decision{}
 }

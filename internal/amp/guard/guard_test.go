@@ -51,9 +51,9 @@ func TestCheck(t *testing.T) {
 		{"clean -fdx", ModeDev, "", nil, CodeGit},
 		{"clean --force", ModeDev, "", nil, CodeGit},
 		{"clean dry run ok", ModeDev, "", nil, ""},
-		{"rm -rf .git", ModeDev, "", nil, CodeGit},
-		{"rm -rf ./.git/", ModeDev, "", nil, CodeGit},
-		{"rm -rf .git/*", ModeDev, "", nil, CodeGit},
+		{"rm -rf .git", ModeDev, "", nil, CodeDestructive},
+		{"rm -rf ./.git/", ModeDev, "", nil, CodeDestructive},
+		{"rm -rf .git/*", ModeDev, "", nil, CodeDestructive},
 		{"rm index.lock ok", ModeDev, "", nil, ""},
 		{"rm .github ok", ModeDev, "", nil, ""},
 		{"status ok", ModeDev, "", nil, ""},
@@ -63,7 +63,7 @@ func TestCheck(t *testing.T) {
 		{"force push +master", ModeDev, "", nil, CodeGit},
 		{"force push HEAD:main", ModeDev, "", nil, CodeGit},
 		{"force-with-lease release", ModeDev, "", nil, CodeGit},
-		{"force push feature ok", ModeDev, "", nil, ""},
+		{"force push feature denied", ModeDev, "", nil, CodeGit},
 		{"force push all", ModeDev, "", nil, CodeGit},
 		{"force push no refspec, unknown branch", ModeDev, "", nil, CodeGit},
 		{"push denied in eval", ModeEval, "", nil, CodeGitEval},
@@ -71,10 +71,25 @@ func TestCheck(t *testing.T) {
 		{"stash in eval", ModeEval, "", nil, CodeGitEval},
 		{"stash ok in dev", ModeDev, "", nil, ""},
 		{"no-verify in eval", ModeEval, "", nil, CodeCIBypass},
-		{"no-verify ok in dev", ModeDev, "", nil, ""},
+		{"no-verify denied in dev", ModeDev, "", nil, CodeCIBypass},
 		{"go test -skip ok", ModeEval, "", nil, ""},
 		{"status ok in eval", ModeEval, "", nil, ""},
 		{"unknown tool, no path", ModeDev, "WebFetch", map[string]any{"url": "https://example.com/grading/x"}, ""},
+		{"glob aimed at hidden tests", ModeDev, "Glob", map[string]any{"pattern": "tests/hid*/**"}, CodeAntiCheat},
+		{"glob under a path", ModeDev, "Glob", map[string]any{"pattern": "hidden/*.py", "path": "tests"}, CodeAntiCheat},
+		{"glob for solutions", ModeDev, "Glob", map[string]any{"pattern": "**/*solution*"}, CodeAntiCheat},
+		{"broad glob allowed", ModeDev, "Glob", map[string]any{"pattern": "**/*.py"}, ""},
+		{"broad glob in tests allowed", ModeDev, "Glob", map[string]any{"pattern": "tests/**/*.py"}, ""},
+		{"grep glob filter", ModeDev, "Grep", map[string]any{"pattern": "def ", "glob": "**/hidden/**"}, CodeAntiCheat},
+		{"grep include filter", ModeDev, "Grep", map[string]any{"pattern": "x", "path": ".", "glob": "*.solution.*"}, CodeAntiCheat},
+		{"grep regex is not a path", ModeDev, "Grep", map[string]any{"pattern": "tests/hidden", "path": "src"}, ""},
+		{"grep src allowed", ModeDev, "Grep", map[string]any{"pattern": "TODO", "path": "src", "glob": "*.go"}, ""},
+		{"write into .git", ModeDev, "Write", map[string]any{"file_path": ".git/hooks/pre-commit", "content": "exit 0"}, CodeDestructive},
+		{"edit .git/config", ModeDev, "Edit", map[string]any{"file_path": "/repo/.git/config"}, CodeDestructive},
+		{"multiedit via dotdot", ModeDev, "MultiEdit", map[string]any{"file_path": "src/../.git/HEAD"}, CodeDestructive},
+		{"notebook in hidden", ModeDev, "NotebookEdit", map[string]any{"notebook_path": "tests/hidden/a.ipynb"}, CodeAntiCheat},
+		{"read .git is fine", ModeDev, "Read", map[string]any{"file_path": ".git/HEAD"}, ""},
+		{"write normal file", ModeDev, "Write", map[string]any{"file_path": "src/main.go"}, ""},
 	}
 	inputs := map[string]func() (string, map[string]any){
 		"read hidden test":                      func() (string, map[string]any) { return file("Read", "/repo/test/hidden/case1.txt") },
@@ -117,7 +132,7 @@ func TestCheck(t *testing.T) {
 		"force push +master":                    func() (string, map[string]any) { return bash("git push origin +master") },
 		"force push HEAD:main":                  func() (string, map[string]any) { return bash("git push -f origin HEAD:refs/heads/main") },
 		"force-with-lease release":              func() (string, map[string]any) { return bash("git push --force-with-lease origin release/1.2") },
-		"force push feature ok":                 func() (string, map[string]any) { return bash("git push --force origin feature/x") },
+		"force push feature denied":             func() (string, map[string]any) { return bash("git push --force origin feature/x") },
 		"force push all":                        func() (string, map[string]any) { return bash("git push --force --all") },
 		"force push no refspec, unknown branch": func() (string, map[string]any) { return bash("git push -f") },
 		"push denied in eval":                   func() (string, map[string]any) { return bash("git push origin feature") },
@@ -125,7 +140,7 @@ func TestCheck(t *testing.T) {
 		"stash in eval":                         func() (string, map[string]any) { return bash("git stash") },
 		"stash ok in dev":                       func() (string, map[string]any) { return bash("git stash") },
 		"no-verify in eval":                     func() (string, map[string]any) { return bash("git commit --no-verify -m x") },
-		"no-verify ok in dev":                   func() (string, map[string]any) { return bash("git commit --no-verify -m x") },
+		"no-verify denied in dev":               func() (string, map[string]any) { return bash("git commit --no-verify -m x") },
 		"go test -skip ok":                      func() (string, map[string]any) { return bash("go test -skip TestSlow ./...") },
 		"status ok in eval":                     func() (string, map[string]any) { return bash("git status") },
 	}
@@ -169,45 +184,6 @@ func TestNormalize(t *testing.T) {
 	}
 }
 
-func TestForcePushUsesCurrentBranch(t *testing.T) {
-	repo := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(repo, ".git"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	setHead := func(ref string) {
-		if err := os.WriteFile(filepath.Join(repo, ".git", "HEAD"), []byte(ref+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sub := filepath.Join(repo, "pkg", "x")
-	os.MkdirAll(sub, 0o755)
-	setHead("ref: refs/heads/feature/login")
-	if d := CheckCommand(ModeDev, "git push --force", sub); d.Deny {
-		t.Fatalf("force push of a feature branch denied: %+v", d)
-	}
-	if d := CheckCommand(ModeDev, "git push -f origin", sub); d.Deny {
-		t.Fatalf("force push to origin of a feature branch denied: %+v", d)
-	}
-	setHead("ref: refs/heads/main")
-	if d := CheckCommand(ModeDev, "git push --force", sub); !d.Deny {
-		t.Fatal("force push of main allowed")
-	}
-	setHead("0123456789abcdef0123456789abcdef01234567") // detached: unknown
-	if d := CheckCommand(ModeDev, "git push --force", sub); !d.Deny {
-		t.Fatal("force push from a detached HEAD allowed")
-	}
-
-	// A worktree: .git is a file pointing at the git dir.
-	wt := t.TempDir()
-	gitdir := filepath.Join(t.TempDir(), "wtgit")
-	os.MkdirAll(gitdir, 0o755)
-	os.WriteFile(filepath.Join(gitdir, "HEAD"), []byte("ref: refs/heads/topic\n"), 0o644)
-	os.WriteFile(filepath.Join(wt, ".git"), []byte("gitdir: "+gitdir+"\n"), 0o644)
-	if d := CheckCommand(ModeDev, "git push --force", wt); d.Deny {
-		t.Fatalf("worktree feature branch denied: %+v", d)
-	}
-}
-
 func TestModeFromEnv(t *testing.T) {
 	t.Setenv(EnvMode, "eval")
 	if ModeFromEnv() != ModeEval {
@@ -223,5 +199,62 @@ func BenchmarkCheckCommand(b *testing.B) {
 	in := map[string]any{"command": "cd /repo && go test ./... 2>&1 | tail -20"}
 	for b.Loop() {
 		Check(Request{Mode: ModeDev, Tool: "Bash", Input: in})
+	}
+}
+
+func TestSearchRootAboveHiddenTests(t *testing.T) {
+	proj := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(proj, "tests", "hidden"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		tool string
+		in   map[string]any
+		deny bool
+	}{
+		{"Grep", map[string]any{"pattern": "assert", "path": "tests"}, true},
+		{"Glob", map[string]any{"pattern": "*", "path": proj + "/tests"}, true},
+		{"Grep", map[string]any{"pattern": "assert", "path": "src"}, false},
+	} {
+		d := Check(Request{Mode: ModeDev, Tool: tc.tool, Input: tc.in, Cwd: proj, ProjectDir: proj})
+		if d.Deny != tc.deny {
+			t.Errorf("%s %v: %+v, want deny=%v", tc.tool, tc.in, d, tc.deny)
+		}
+	}
+}
+
+func TestEvalModeTable(t *testing.T) {
+	for _, tc := range []struct {
+		cmd  string
+		code string
+	}{
+		{"git push origin feature", CodeGitEval},
+		{`g\it pu"sh" origin x`, CodeGitEval},
+		{"git stash", CodeGitEval},
+		{`git commit -m "fix [skip ci]"`, CodeCIBypass},
+		{"cat test/fixtures/a.json", CodeAntiCheat},
+		{"git status", ""},
+		{"go test -skip TestSlow ./...", ""},
+	} {
+		r := tableRequest(tc.cmd)
+		r.Mode = ModeEval
+		if d := Check(r); d.Code != tc.code {
+			t.Errorf("eval %q: %+v, want %q", tc.cmd, d, tc.code)
+		}
+	}
+}
+
+func TestUnparsableCommandFailsClosed(t *testing.T) {
+	for _, tc := range []struct {
+		cmd  string
+		deny bool
+	}{
+		{"git reset --hard; (", true},
+		{"echo 'unterminated", false},
+		{"rm -rf .git )", true},
+	} {
+		if d := Check(tableRequest(tc.cmd)); d.Deny != tc.deny {
+			t.Errorf("%q: %+v, want deny=%v", tc.cmd, d, tc.deny)
+		}
 	}
 }

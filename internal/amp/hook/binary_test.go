@@ -102,6 +102,7 @@ const (
 	five  = `\nFive steps: read the failure in full; state the diagnosis; change one thing; verify with a real command; report the evidence.\n[PUAX-DIAGNOSIS] problem: ___; evidence: ___; next action: ___ (state it before the next change)`
 	l1    = `[PUAX-RUNTIME] pressure L1 提示 hint · %s\nRead the whole error output before the next attempt; do not retry the same command unchanged.` + five
 	l2    = `[PUAX-RUNTIME] pressure L2 换框 reframe · %s\nSwitch method: re-read the requirement, search the code for how this is done elsewhere, and question one assumption you have not checked.` + five
+	first = `[PUAX-RUNTIME] pressure L0 静息 rest · %s\nFirst failure: diagnose before you retry; do not run the same command again unchanged.` + five
 	arena = `[PUAX-ARENA] The situation is set, not a costume: a rival agent works the same task, the reviewers watch the log, and one badge goes to the first verified fix.`
 )
 
@@ -113,7 +114,8 @@ const bashSuccess = `{"session_id":"sess-1","transcript_path":"/tmp/t.jsonl","cw
 
 func TestHookThreeFailuresThenPass(t *testing.T) {
 	s := newSession(t)
-	s.expect("post-tool-use-failure", bashFailure("go test ./..."), `{}`)
+	s.expect("post-tool-use-failure", bashFailure("go test ./..."),
+		`{"hookSpecificOutput":{"hookEventName":"PostToolUseFailure","additionalContext":"`+fmt.Sprintf(first, "1 consecutive tool failures (last: Bash)")+`"}}`)
 	s.now = s.now.Add(2 * time.Second)
 	s.expect("post-tool-use-failure", bashFailure("go test ./..."),
 		`{"hookSpecificOutput":{"hookEventName":"PostToolUseFailure","additionalContext":"`+fmt.Sprintf(l1, "2 consecutive tool failures (last: Bash)")+`"}}`)
@@ -136,7 +138,8 @@ func TestHookThreeFailuresThenPass(t *testing.T) {
 func TestHookFailuresViaExitCodeAndEnvelope(t *testing.T) {
 	s := newSession(t)
 	payload := `{"session_id":"sess-2","hook_event_name":"PostToolUse","tool_name":"Bash","tool_input":{"command":"make"},"tool_response":{"exit_code":2,"stdout":"","stderr":"make: *** [all] Error 2"}}`
-	s.expect("post-tool-use", payload, `{}`)
+	s.expect("post-tool-use", payload,
+		`{"hookSpecificOutput":{"hookEventName":"PostToolUse","additionalContext":"`+fmt.Sprintf(first, "1 consecutive tool failures (last: Bash)")+`"}}`)
 	out, stderr, code := s.run(payload, "post-tool-use", "--amp")
 	if code != 0 || !strings.Contains(out, "pressure L1") {
 		t.Fatalf("second failure: %d %s", code, out)
@@ -186,7 +189,7 @@ func TestHookGuard(t *testing.T) {
 		return `{"session_id":"sess-6","transcript_path":"/tmp/t.jsonl","cwd":"/nonexistent/repo","permission_mode":"default","hook_event_name":"PreToolUse","tool_name":"` + tool + `","tool_input":` + input + `,"tool_use_id":"toolu_9"}`
 	}
 	s.expect("pre-tool-use", pre("Bash", `{"command":"git reset --hard HEAD~3","description":"reset"}`),
-		deny("GIT_DESTRUCTIVE_BLOCK: git reset --hard discards work and history: git reset --hard HEAD~3"))
+		deny("GIT_DESTRUCTIVE_BLOCK: git reset --hard discards uncommitted work: git reset --hard HEAD~3"))
 	s.expect("pre-tool-use", pre("Read", `{"file_path":"/repo/test/hidden/expected.txt"}`),
 		deny("ANTI_CHEAT_BLOCK: access to /repo/test/hidden/expected.txt is not allowed (answer, hidden-test or grading file)"))
 	s.expect("pre-tool-use", pre("Bash", `{"command":"cat tests/hidden/answers.json | head"}`),
@@ -216,7 +219,7 @@ func TestHookPreCompactAndRestore(t *testing.T) {
 			st, ok, _ := amp.NewFileStore(s.home).Load(context.Background(), "sess-7")
 			switch {
 			case !ok || st.Failures == 0:
-				return `{}`
+				return `{"hookSpecificOutput":{"hookEventName":"PostToolUseFailure","additionalContext":"` + fmt.Sprintf(first, "1 consecutive tool failures (last: Bash)") + `"}}`
 			case st.Failures == 1:
 				return `{"hookSpecificOutput":{"hookEventName":"PostToolUseFailure","additionalContext":"` + fmt.Sprintf(l1, "2 consecutive tool failures (last: Bash)") + `"}}`
 			}
@@ -230,7 +233,7 @@ func TestHookPreCompactAndRestore(t *testing.T) {
 	}
 	s.now = s.now.Add(time.Minute)
 	s.expect("session-start", `{"session_id":"sess-7","transcript_path":"`+transcript+`","cwd":"/repo","hook_event_name":"SessionStart","source":"compact"}`,
-		`{"hookSpecificOutput":{"hookEventName":"SessionStart","additionalContext":"[PUAX 会话恢复] Session restored: pressure L2, 3 consecutive failures, 2 triggers, role military-warrior.\n\n`+
+		`{"hookSpecificOutput":{"hookEventName":"SessionStart","additionalContext":"[PUAX 会话恢复] Session restored: pressure L2, 3 consecutive failures, 3 triggers, role military-warrior.\n\n`+
 			fmt.Sprintf(l2, "restored pressure")+`\n\n`+arena+
 			`\n\n[PUAX 断点恢复] Checkpoint from compaction (auto) at 2026-09-12T10:00:00Z: pressure L2, 3 consecutive failures.\nReasoning before compaction:\nThe race is in the cache refresh; next I add a mutex."}}`)
 	s.expect("session-start", `{"session_id":"fresh","hook_event_name":"SessionStart","source":"startup"}`, `{}`)
@@ -406,5 +409,25 @@ func TestHookBinaryAnswersAlike(t *testing.T) {
 	}
 	if outs[0] != outs[1] || !strings.Contains(outs[0], `"permissionDecision":"deny"`) {
 		t.Fatalf("answers differ or do not deny:\n%s\n%s", outs[0], outs[1])
+	}
+}
+
+// TestHookEdgeCasesAnswerEmpty: with no event, or an unknown flag, the
+// hook still exits 0 (a host reads exit 2 as "block"); the unknown flag
+// does not drop the event.
+func TestHookEdgeCasesAnswerEmpty(t *testing.T) {
+	s := newSession(t)
+	for _, bin := range []string{binary, hookBinary} {
+		cmd := exec.Command(bin, "hook")
+		cmd.Env = append(os.Environ(), amp.EnvHome+"="+s.home)
+		cmd.Stdin = strings.NewReader("")
+		out, err := cmd.Output()
+		if err != nil || string(out) != "{}\n" {
+			t.Fatalf("%s hook with no event: %q, %v", filepath.Base(bin), out, err)
+		}
+	}
+	out, stderr, code := s.run(`{"session_id":"e1","tool_name":"Bash","tool_input":{"command":"git reset --har"}}`, "pre-tool-use", "--unknown-flag", "--message", "x")
+	if code != 0 || !strings.Contains(out, `"permissionDecision":"deny"`) || !strings.Contains(stderr, "unknown flag") {
+		t.Fatalf("unknown flag: %d %s %s", code, out, stderr)
 	}
 }

@@ -99,7 +99,8 @@ func MergeSettings(existing []byte, host, command string) ([]byte, error) {
 	return marshalIndent(settings)
 }
 
-// installedByUs reports whether a hook group runs "<…>switchboard hook …".
+// installedByUs reports whether a hook group runs "<…>switchboard hook …"
+// (but the inbox's hooks, which install_inbox.go keeps).
 func installedByUs(group any) bool {
 	g, ok := group.(map[string]any)
 	if !ok {
@@ -109,7 +110,7 @@ func installedByUs(group any) bool {
 	for _, h := range hs {
 		m, _ := h.(map[string]any)
 		cmd, _ := m["command"].(string)
-		if strings.Contains(cmd, "switchboard") && strings.Contains(cmd, ownMarker) {
+		if strings.Contains(cmd, "switchboard") && strings.Contains(cmd, ownMarker) && !strings.Contains(cmd, inboxMarker) {
 			return true
 		}
 	}

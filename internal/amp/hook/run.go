@@ -48,6 +48,53 @@ type Options struct {
 	NoStopGate bool
 	// Log receives diagnostics (default: discarded).
 	Log io.Writer
+	// Flags are the reference's command-line fields, which win over the
+	// payload's (puax hook.js --session-id, --message, --tool, …).
+	Flags Flags
+}
+
+// Flags are the reference hook's command-line fields. Empty ones leave the
+// payload's value.
+type Flags struct {
+	SessionID string
+	// Message is the prompt (UserPromptSubmit) or the agent's last text (Stop).
+	Message string
+	Tool    string
+	// ToolArgs is the tool input as JSON.
+	ToolArgs string
+	// Result is the tool response: JSON, or text.
+	Result string
+	Error  string
+}
+
+// apply overrides the payload's fields with the flags that are set.
+func (f Flags) apply(in *Input) {
+	if f.SessionID != "" {
+		in.SessionID = f.SessionID
+	}
+	if f.Message != "" {
+		in.Prompt, in.LastAssistantMessage = f.Message, f.Message
+	}
+	if f.Tool != "" {
+		in.ToolName = f.Tool
+	}
+	if f.ToolArgs != "" {
+		var m map[string]any
+		if json.Unmarshal([]byte(f.ToolArgs), &m) == nil {
+			in.ToolInput = m
+		}
+	}
+	if f.Result != "" {
+		if json.Valid([]byte(f.Result)) {
+			in.ToolResponse = json.RawMessage(f.Result)
+		} else {
+			b, _ := json.Marshal(f.Result)
+			in.ToolResponse = b
+		}
+	}
+	if f.Error != "" {
+		in.Error = f.Error
+	}
 }
 
 // Run handles one hook invocation for event (session-start, user-prompt,
@@ -84,6 +131,7 @@ func Run(ctx context.Context, event string, stdin io.Reader, stdout io.Writer, o
 	if err != nil {
 		return fault(stdout, opts, ev, err)
 	}
+	opts.Flags.apply(&in)
 	if opts.GuardMode == "" {
 		opts.GuardMode = guard.ModeFromEnv()
 	}
@@ -186,29 +234,84 @@ func fileExists(p string) bool {
 	return err == nil
 }
 
+// handler is how the hook answers one host event: what the event takes
+// from the payload into the engine's tick, and how the tick's result is
+// rendered for the host. Every event is dispatched through handlers, so a
+// feature that adds to some events' replies (such as an inbox of unread
+// messages at SessionStart, UserPromptSubmit and Stop) wraps their
+// entries here and nothing else.
+type handler struct {
+	input func(in Input, t *amp.TickInput)
+	reply func(res amp.Result, opts Options) output
+}
+
+// contextReply injects the tick's text as additionalContext.
+func contextReply(ev amp.HostEvent) func(amp.Result, Options) output {
+	return func(res amp.Result, _ Options) output {
+		if res.Injection == "" {
+			return output{}
+		}
+		return output{HookSpecificOutput: &hookSpecific{HookEventName: string(ev), AdditionalContext: res.Injection}}
+	}
+}
+
+func toolInput(in Input, t *amp.TickInput) { t.ToolName, t.ToolInput = in.ToolName, in.ToolInput }
+
+func toolResult(in Input, t *amp.TickInput) {
+	toolInput(in, t)
+	t.Result = in.ToolResult()
+}
+
+var handlers = map[amp.HostEvent]handler{
+	amp.HostSessionStart: {
+		input: func(in Input, t *amp.TickInput) { t.Source = in.Source },
+		reply: contextReply(amp.HostSessionStart),
+	},
+	amp.HostUserPromptSubmit: {
+		input: func(in Input, t *amp.TickInput) { t.Message = in.Prompt },
+		reply: contextReply(amp.HostUserPromptSubmit),
+	},
+	amp.HostPreToolUse: {
+		input: toolInput,
+		reply: func(res amp.Result, _ Options) output {
+			if res.Deny {
+				return denyReply(res.Reason)
+			}
+			return output{}
+		},
+	},
+	amp.HostPostToolUse:        {input: toolResult, reply: contextReply(amp.HostPostToolUse)},
+	amp.HostPostToolUseFailure: {input: toolResult, reply: contextReply(amp.HostPostToolUseFailure)},
+	amp.HostPreCompact: {
+		input: func(in Input, t *amp.TickInput) {
+			t.Trigger = in.Trigger
+			summary := TranscriptSummary(in.TranscriptPath, amp.MaxSummary)
+			if in.CustomInstructions != "" {
+				summary = "Compaction instructions: " + in.CustomInstructions + "\n" + summary
+			}
+			t.Summary = summary
+		},
+		reply: func(amp.Result, Options) output { return output{} }, // the checkpoint is the work
+	},
+	amp.HostStop: {
+		input: func(in Input, t *amp.TickInput) {
+			t.Message = in.LastAssistantMessage
+			t.StopHookActive = in.StopHookActive
+		},
+		reply: func(res amp.Result, opts Options) output {
+			if res.Block && !opts.NoStopGate {
+				return output{Decision: "block", Reason: res.Reason}
+			}
+			return output{}
+		},
+	},
+}
+
 // tickInput maps a hook payload to an engine input.
 func tickInput(ev amp.HostEvent, in Input) amp.TickInput {
 	t := amp.TickInput{SessionID: in.SessionID, Event: ev, Cwd: in.Cwd}
-	switch ev {
-	case amp.HostUserPromptSubmit:
-		t.Message = in.Prompt
-	case amp.HostPreToolUse:
-		t.ToolName, t.ToolInput = in.ToolName, in.ToolInput
-	case amp.HostPostToolUse, amp.HostPostToolUseFailure:
-		t.ToolName, t.ToolInput = in.ToolName, in.ToolInput
-		t.Result = in.ToolResult()
-	case amp.HostSessionStart:
-		t.Source = in.Source
-	case amp.HostPreCompact:
-		t.Trigger = in.Trigger
-		summary := TranscriptSummary(in.TranscriptPath, amp.MaxSummary)
-		if in.CustomInstructions != "" {
-			summary = "Compaction instructions: " + in.CustomInstructions + "\n" + summary
-		}
-		t.Summary = summary
-	case amp.HostStop:
-		t.Message = in.LastAssistantMessage
-		t.StopHookActive = in.StopHookActive
+	if h, ok := handlers[ev]; ok {
+		h.input(in, &t)
 	}
 	return t
 }
@@ -235,21 +338,10 @@ func denyReply(reason string) output {
 
 // reply renders a tick result in Claude Code's current hook contract.
 func reply(ev amp.HostEvent, res amp.Result, opts Options) output {
-	switch ev {
-	case amp.HostPreToolUse:
-		if res.Deny {
-			return denyReply(res.Reason)
-		}
-	case amp.HostStop:
-		if res.Block && !opts.NoStopGate {
-			return output{Decision: "block", Reason: res.Reason}
-		}
-	case amp.HostSessionStart, amp.HostUserPromptSubmit, amp.HostPostToolUse, amp.HostPostToolUseFailure:
-		if res.Injection != "" {
-			return output{HookSpecificOutput: &hookSpecific{HookEventName: string(ev), AdditionalContext: res.Injection}}
-		}
+	if h, ok := handlers[ev]; ok {
+		return h.reply(res, opts)
 	}
-	return output{} // PreCompact, and anything that triggered nothing
+	return output{}
 }
 
 // writeJSON writes v as one line of JSON without HTML escaping.

@@ -32,6 +32,7 @@ type Stdio struct {
 const hookUsage = `Usage:
   switchboard hook <event> [flags] < host-payload.json
   switchboard hook install --host claude-code [--write] [flags]
+  switchboard hook inbox <event> --hub URL --agent ID   (see switchboard hook inbox --help)
 
 Runs the AMP 0.1 motivation engine for one host hook event. The host's hook
 JSON is read on stdin (Claude Code's contract) and the reply JSON is written
@@ -41,19 +42,25 @@ the host (answers {}), except pre-tool-use, whose guard fails closed (deny).
 Events:
   session-start          restore pressure, arena and the compaction checkpoint
   user-prompt            detect giving-up and frustration phrases
-  pre-tool-use           guard: deny answer/grading files and destructive git
+  pre-tool-use           guard: deny answer/grading files, destructive commands
+                         (parsed as bash runs them) and skipped verification
   post-tool-use          count real failures (exit code, error, interrupted),
                          raise the pressure ladder, detect breakthroughs
   post-tool-use-failure  Claude Code's failed-tool event (always a failure)
   pre-compact            checkpoint the state and the reasoning summary
   stop                   confidence gate on an unverified completion claim
 
-Flags (for every event; "switchboard hook <event> --help" lists them too):
+Flags (for every event):
   --state-dir DIR        state directory (default $SWITCHBOARD_AMP_HOME)
   --guard-mode MODE      dev or eval (default $PUAX_GUARD_MODE, else dev)
   --phrases FILE         phrase file overriding the built-in lists
   --amp                  also write the AMP envelope as one JSON line on stderr
   --no-stop-gate         never block Stop on an unverified completion claim
+The reference hook's flags override the payload: --session-id, --message
+(the prompt, or Stop's last assistant text), --tool, --tool-args JSON,
+--result JSON-or-text, --error; --harness and --metadata are accepted and
+ignored. Unknown flags are skipped (reported on stderr); the event is still
+handled. With no event at all the hook answers {} and exits 0.
 
 Environment:
   SWITCHBOARD_AMP_HOME     state directory (default ~/.switchboard/amp)
@@ -68,40 +75,86 @@ var hookEvents = map[string]bool{
 	"PostToolUseFailure": true, "PreCompact": true, "Stop": true,
 }
 
+// valueFlags and boolFlags are the flags of an event run: ours and the
+// reference hook's (--session-id, --message, --tool, --tool-args,
+// --result, --error, --harness, --metadata).
+var (
+	valueFlags = map[string]bool{"state-dir": true, "guard-mode": true, "phrases": true, "session-id": true, "message": true,
+		"tool": true, "tool-args": true, "result": true, "error": true, "harness": true, "metadata": true}
+	boolFlags = map[string]bool{"amp": true, "no-stop-gate": true}
+)
+
+// parseEventFlags reads an event's flags. Like the reference it never
+// refuses a command line: an unknown flag is skipped (with the next word,
+// if that is not a flag, as its value) and reported on stderr, and the
+// event is still handled.
+func parseEventFlags(args []string, errw io.Writer) (vals map[string]string, help bool) {
+	vals = map[string]string{}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "-h" || a == "--help" || a == "-help" {
+			return vals, true
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" || a == "--" {
+			fmt.Fprintf(errw, "switchboard hook: ignoring argument %q\n", a)
+			continue
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		switch {
+		case valueFlags[name]:
+			if !hasVal {
+				if i+1 >= len(args) {
+					fmt.Fprintf(errw, "switchboard hook: flag --%s needs a value; ignored\n", name)
+					continue
+				}
+				i++
+				val = args[i]
+			}
+			vals[name] = val
+		case boolFlags[name]:
+			if !hasVal {
+				val = "true"
+			}
+			vals[name] = val
+		default:
+			fmt.Fprintf(errw, "switchboard hook: ignoring unknown flag %q\n", a)
+			if !hasVal && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+				i++
+			}
+		}
+	}
+	return vals, false
+}
+
 // Main runs "switchboard hook ARGS…": one hook event, or install. It
 // returns the process exit code. Both the switchboard binary and the small
 // switchboard-hook binary (which starts faster: it links nothing but the
 // engine) call it.
 func Main(ctx context.Context, args []string, s Stdio) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
+		// A host reads a non-zero exit as "block": with no event, answer
+		// {} and exit 0 as AMP asks, and explain on stderr.
+		fmt.Fprint(s.Err, hookUsage)
+		fmt.Fprintln(s.Out, "{}")
+		return ExitOK
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(s.Out, hookUsage)
-		if len(args) == 0 {
-			return ExitUsage
-		}
 		return ExitOK
 	}
 	if args[0] == "install" {
+		if hasFlag(args[1:], "inbox") {
+			return runInboxInstall(args[1:], s)
+		}
 		return runHookInstall(args[1:], s)
 	}
+	if args[0] == "inbox" {
+		return runInbox(ctx, args[1:], s)
+	}
 	event := args[0]
-	fs := flag.NewFlagSet("hook "+event, flag.ContinueOnError)
-	fs.SetOutput(s.Err)
-	fs.Usage = func() { fmt.Fprint(fs.Output(), hookUsage, "\nFlags:\n"); fs.PrintDefaults() }
-	stateDir := fs.String("state-dir", "", "state directory (default $SWITCHBOARD_AMP_HOME or ~/.switchboard/amp)")
-	mode := fs.String("guard-mode", "", "guard mode: dev or eval (default $PUAX_GUARD_MODE, else dev)")
-	phrases := fs.String("phrases", "", "phrase file overriding the built-in lists")
-	ampOut := fs.Bool("amp", false, "also write the AMP envelope as one JSON line on stderr")
-	noStopGate := fs.Bool("no-stop-gate", false, "never block Stop on an unverified completion claim")
-	if err := fs.Parse(args[1:]); err != nil {
-		if err == flag.ErrHelp {
-			return ExitOK
-		}
-		// A host must never break on our flags: answer {} like any fault,
-		// except for the guard, which fails closed.
-		if event == "pre-tool-use" || event == "PreToolUse" {
-			return hook.Run(ctx, event, strings.NewReader("not json"), s.Out, hook.Options{Log: s.Err})
-		}
-		fmt.Fprintln(s.Out, "{}")
+	vals, help := parseEventFlags(args[1:], s.Err)
+	if help {
+		fmt.Fprint(s.Out, hookUsage)
 		return ExitOK
 	}
 	if !hookEvents[event] {
@@ -109,8 +162,11 @@ func Main(ctx context.Context, args []string, s Stdio) int {
 		fmt.Fprintln(s.Out, "{}")
 		return ExitOK
 	}
-	opts := hook.Options{StateDir: *stateDir, PhrasesFile: *phrases, NoStopGate: *noStopGate, Log: s.Err}
-	switch *mode {
+	opts := hook.Options{StateDir: vals["state-dir"], PhrasesFile: vals["phrases"], Log: s.Err,
+		NoStopGate: isTrue(vals["no-stop-gate"]),
+		Flags: hook.Flags{SessionID: vals["session-id"], Message: vals["message"], Tool: vals["tool"],
+			ToolArgs: vals["tool-args"], Result: vals["result"], Error: vals["error"]}}
+	switch mode := vals["guard-mode"]; mode {
 	case "":
 	case string(guard.ModeEval):
 		opts.GuardMode = guard.ModeEval
@@ -118,13 +174,21 @@ func Main(ctx context.Context, args []string, s Stdio) int {
 		opts.GuardMode = guard.ModeDev
 	default:
 		// The host must not break on it; say so and guard as dev does.
-		fmt.Fprintf(s.Err, "switchboard hook: --guard-mode %q: want dev or eval; using dev\n", *mode)
+		fmt.Fprintf(s.Err, "switchboard hook: --guard-mode %q: want dev or eval; using dev\n", mode)
 		opts.GuardMode = guard.ModeDev
 	}
-	if *ampOut {
+	if isTrue(vals["amp"]) {
 		opts.Envelope = s.Err
 	}
 	return hook.Run(ctx, event, stdinOf(s.In), s.Out, opts)
+}
+
+func isTrue(v string) bool {
+	switch strings.ToLower(v) {
+	case "true", "1", "yes", "on":
+		return true
+	}
+	return false
 }
 
 // stdinOf returns in, or an empty reader when in is an interactive

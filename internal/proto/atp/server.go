@@ -25,6 +25,11 @@ type Options struct {
 	MaxBody int64
 	// MaxWait bounds how long a send or result call may wait [60s].
 	MaxWait time.Duration
+	// AttemptWait bounds how long POST /atp/send waits, unless told
+	// otherwise, for the first delivery attempt to a receiver that is
+	// alive and takes pushes, so that it can answer delivered as the
+	// tutorial's relay does [DefaultAttemptWait; below 0 no wait].
+	AttemptWait time.Duration
 	// Issuer, when set, is called on the first registration of an agent
 	// and its token is returned to the agent (auth on).
 	Issuer CredentialIssuer
@@ -55,8 +60,16 @@ func New(relay *core.Relay, opt Options) *Server {
 	if opt.MaxWait <= 0 {
 		opt.MaxWait = 60 * time.Second
 	}
+	if opt.AttemptWait == 0 {
+		opt.AttemptWait = DefaultAttemptWait
+	}
 	return &Server{relay: relay, opt: opt}
 }
+
+// DefaultAttemptWait is Options.AttemptWait's default: long enough for a
+// receiver that takes a moment over its answer (the tutorial's worker
+// takes 0.3 s), short enough that a send never hangs on a slow one.
+const DefaultAttemptWait = 2 * time.Second
 
 // Name is the adapter's name (the hub's adapter contract).
 func (s *Server) Name() string { return "atp" }
@@ -327,6 +340,14 @@ type SendResponse struct {
 	Duplicate bool            `json:"duplicate,omitempty"`
 }
 
+// send is POST /atp/send. The message is durable before anything else
+// happens to it. Then the answer waits, as the tutorial's relay does, for
+// the first delivery attempt to a receiver that is alive and takes pushes
+// (at most AttemptWait; core.Relay.SendAsAwaitAttempt): delivered, with
+// the receiver's reply, when it succeeded in that time; rejected when the
+// receiver refused it; queued otherwise. ?wait_ms=N instead waits up to N
+// ms for the message's final status (0: no wait at all), and a
+// "Prefer: respond-async" header (RFC 7240) answers at once.
 func (s *Server) send(w http.ResponseWriter, r *http.Request) error {
 	var env Envelope
 	if err := s.decode(w, r, &env); err != nil {
@@ -338,13 +359,17 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	attemptWait := s.opt.AttemptWait
+	if wait >= 0 || preferAsync(r) {
+		attemptWait = 0
+	}
 	m, status, code, msg := s.toMessage(&env)
 	if m == nil {
 		return httperr.New(status, code, "%s", msg)
 	}
 	m.TraceParent = r.Header.Get("Traceparent") // canonical key: Get need not allocate one
 	p := caller(r)
-	res, err := s.relay.SendAs(r.Context(), p, m)
+	res, err := s.relay.SendAsAwaitAttempt(r.Context(), p, m, attemptWait)
 	if err != nil {
 		if errors.Is(err, core.ErrUnknownReceiver) {
 			httperr.JSON(w, http.StatusNotFound, map[string]any{"error": httperr.CodeUnknownReceiver, "message": err.Error(),
@@ -365,14 +390,28 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// waitParam reads ?wait_ms=, bounded by MaxWait.
+// preferAsync reports whether r asks to be answered at once (RFC 7240's
+// "Prefer: respond-async").
+func preferAsync(r *http.Request) bool {
+	for _, v := range r.Header.Values("Prefer") {
+		for _, pref := range strings.Split(v, ",") {
+			name, _, _ := strings.Cut(pref, "=")
+			if strings.EqualFold(strings.TrimSpace(name), "respond-async") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// waitParam reads ?wait_ms=, bounded by MaxWait; -1 when it is absent.
 func (s *Server) waitParam(r *http.Request) (time.Duration, error) {
 	if r.URL.RawQuery == "" {
-		return 0, nil // the usual send: no query to parse
+		return -1, nil // the usual send: no query to parse
 	}
 	v := r.URL.Query().Get("wait_ms")
 	if v == "" {
-		return 0, nil
+		return -1, nil
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 {
@@ -499,7 +538,7 @@ func (s *Server) results(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ms, err := s.relay.ResultsFor(r.Context(), caller(r), id, wait, 100)
+	ms, err := s.relay.ResultsFor(r.Context(), caller(r), id, max(wait, 0), 100)
 	if err != nil {
 		return err
 	}

@@ -2,13 +2,14 @@ package mamp
 
 import (
 	"context"
-	"crypto/sha256"
+	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/switchboard-hub/switchboard/internal/core"
@@ -16,18 +17,23 @@ import (
 
 // How callback_url is honoured.
 //
-// A message sent with callback_url opens a callback record (RecordStore
-// kind "mamp.callback", keyed by the message id). Whenever a message
-// correlated to it arrives (correlation_id = that message id, from any
-// protocol), the hub sends a copy of the answer through the relay to a
-// callback agent, mamp-cb.<hash of the message id>, registered with a MAMP
-// webhook endpoint at callback_url; so the push is durable and retried like
-// any delivery. The copy carries the answer's content, its conversation_id
-// and correlation_id in the envelope, and a deterministic id (cb-<hash of
-// the answer id>) so it is sent at most once. The answer itself still goes
-// to its addressee as usual. Answers are noticed from the relay's event
-// stream and, for any the stream missed, by a sweep every CallbackSweep;
-// the record is dropped CallbackTTL after the message.
+// A message sent with callback_url opens a callback record (Options.Records
+// kind "mamp.callback", keyed by the message id) once the message is
+// accepted. Whenever a message correlated to it arrives (correlation_id =
+// that message id, from any protocol; the relay accepts such an answer only
+// from the message's receiver), the hub sends a copy of the answer through
+// the relay to a callback agent registered with a MAMP webhook endpoint at
+// callback_url, so the push is durable and retried like any delivery. The
+// callback agent's id is an internal id (core.Relay.InternalID of the
+// message id and a random key kept in the record): reserved to the hub,
+// hidden, and not to be told in advance from anything public. The copy
+// carries the answer's content, its conversation_id and correlation_id in
+// the envelope, and an id derived from the answer's (keyed, see
+// callbackCopyID) so it is sent at most once. The answer itself still goes to its addressee as
+// usual. Answers are noticed from the relay's event stream and, for any the
+// stream missed (and those that arrived before the record was written), by
+// a sweep every CallbackSweep; the record is dropped CallbackTTL after the
+// message. The hub acts here as its own actor "mamp-callbacks".
 const callbackKind = "mamp.callback"
 
 // callbackRecord is the state of one pending callback.
@@ -36,28 +42,55 @@ type callbackRecord struct {
 	Sender    string    `json:"sender"`
 	ExpiresAt time.Time `json:"expires_at"`
 	Forwarded []string  `json:"forwarded,omitempty"`
+	// Agent is the callback agent's id (empty in records written before
+	// it was kept: then CallbackAgentID's).
+	Agent string `json:"agent,omitempty"`
 }
 
-// CallbackAgentID is the id of the agent that receives the answers to
-// message id at its callback_url: an internal id of relay's (reserved to
-// the hub, keyed, hidden from listings).
+// agent is the id of the agent that receives the callback's answers.
+func (cb *callbackRecord) agent(relay *core.Relay, messageID string) string {
+	if cb.Agent != "" {
+		return cb.Agent
+	}
+	return CallbackAgentID(relay, messageID)
+}
+
+// CallbackAgentID is the id of the callback agent of message id in
+// callback records that keep none (written before the agent's id was
+// kept in the record): an internal id of relay's derived from the message
+// id alone. New callbacks add a random key (newCallbackAgentID).
 func CallbackAgentID(relay *core.Relay, messageID string) string {
 	return relay.InternalID("mamp-cb", messageID)
 }
 
-// callbackCopyID is the id of the copy of answer id pushed to a callback.
-func callbackCopyID(answerID string) string { return "cb-" + hash(answerID)[:40] }
-
-func hash(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
+// newCallbackAgentID returns a fresh callback agent id for message id:
+// keyed with the relay's id key and 128 random bits.
+func newCallbackAgentID(relay *core.Relay, messageID string) string {
+	var nonce [16]byte
+	_, _ = rand.Read(nonce[:])
+	return relay.InternalID("mamp-cb", messageID, hex.EncodeToString(nonce[:]))
 }
 
+// callbackCopyID is the id of the copy of answer id pushed to a callback:
+// the same on every instance, and keyed (core.Relay.InternalID), so that
+// nobody can take the id first and stop the copy.
+func callbackCopyID(relay *core.Relay, answerID string) string {
+	_, key, _ := strings.Cut(relay.InternalID("mamp-cb-copy", answerID), ".")
+	return "cb-" + key
+}
+
+// openCallback opens the callback of message m, accepted from its sender,
+// at url; a callback already open for m (a retry of it) stays as it is.
 func (s *Server) openCallback(ctx context.Context, m *core.Message, url string) error {
-	data, _ := json.Marshal(callbackRecord{URL: url, Sender: m.Sender, ExpiresAt: s.relay.Clock().Now().Add(s.opt.CallbackTTL)})
-	_, err := s.relay.Store().PutRecord(ctx, core.Record{Kind: callbackKind, ID: m.ID, Index: "open", Data: data, UpdatedAt: s.relay.Clock().Now()})
+	if s.opt.Records == nil {
+		return fmt.Errorf("callback_url: %w", errNoRecords)
+	}
+	now := s.relay.Clock().Now()
+	data, _ := json.Marshal(callbackRecord{URL: url, Sender: m.Sender, ExpiresAt: now.Add(s.opt.CallbackTTL),
+		Agent: newCallbackAgentID(s.relay, m.ID)})
+	_, err := s.opt.Records.PutRecord(ctx, core.Record{Kind: callbackKind, ID: m.ID, Index: "open", Data: data, UpdatedAt: now})
 	if errors.Is(err, core.ErrConflict) {
-		return nil // a concurrent repeat of the same message opened it
+		return nil // opened by an earlier attempt of the same message
 	}
 	if err != nil {
 		return fmt.Errorf("open callback: %w", err)
@@ -68,11 +101,11 @@ func (s *Server) openCallback(ctx context.Context, m *core.Message, url string) 
 // closeCallback drops an expired callback: its record and its callback
 // agent (the copies sent to it expired with the callback: their TTL ends
 // at its ExpiresAt), so the agent table does not keep one per message.
-func (s *Server) closeCallback(ctx context.Context, id string) {
-	if err := s.relay.Deregister(ctx, CallbackAgentID(s.relay, id)); err != nil && !errors.Is(err, core.ErrNotFound) {
+func (s *Server) closeCallback(ctx context.Context, id string, cb *callbackRecord) {
+	if err := s.relay.DeregisterAs(ctx, callbacksActor, cb.agent(s.relay, id)); err != nil && !errors.Is(err, core.ErrNotFound) {
 		s.log.Warn("drop callback agent", "message", id, "err", err)
 	}
-	if err := s.relay.Store().DeleteRecord(ctx, callbackKind, id); err != nil && !errors.Is(err, core.ErrNotFound) {
+	if err := s.opt.Records.DeleteRecord(ctx, callbackKind, id); err != nil && !errors.Is(err, core.ErrNotFound) {
 		s.log.Warn("drop callback record", "message", id, "err", err)
 	}
 }
@@ -112,7 +145,7 @@ const sweepPage = 1000
 // many there are. A callback whose forward fails is logged and passed
 // over: it is tried again on the next round.
 func (s *Server) sweepCallbacks(ctx context.Context, after string) (string, error) {
-	recs, err := s.relay.Store().ListRecordsAfter(ctx, callbackKind, "open", after, sweepPage)
+	recs, err := s.opt.Records.ListRecordsAfter(ctx, callbackKind, "open", after, sweepPage)
 	if err != nil {
 		return after, err
 	}
@@ -127,11 +160,13 @@ func (s *Server) sweepCallbacks(ctx context.Context, after string) (string, erro
 	return recs[len(recs)-1].ID, nil
 }
 
-// forwardFor forwards the answers to message id (only answerID when it is
-// set) to the message's callback URL, if it has one.
+// forwardFor forwards the answers to message id not forwarded yet to the
+// message's callback URL, if it has one; answerID, when set, is the answer
+// that prompted it: if it was forwarded already there is nothing to do.
+// The answers are read through the relay (core.Relay.ResultsFor), which
+// holds only those of the message's receiver.
 func (s *Server) forwardFor(ctx context.Context, id, answerID string) error {
-	st := s.relay.Store()
-	rec, err := st.GetRecord(ctx, callbackKind, id)
+	rec, err := s.opt.Records.GetRecord(ctx, callbackKind, id)
 	if errors.Is(err, core.ErrNotFound) {
 		return nil
 	}
@@ -144,20 +179,17 @@ func (s *Server) forwardFor(ctx context.Context, id, answerID string) error {
 	}
 	now := s.relay.Clock().Now()
 	if !now.Before(cb.ExpiresAt) {
-		s.closeCallback(ctx, id)
+		s.closeCallback(ctx, id, &cb)
 		return nil
 	}
-	var answers []*core.Message
-	if answerID != "" {
-		if slices.Contains(cb.Forwarded, answerID) {
-			return nil
-		}
-		m, err := st.GetMessage(ctx, answerID)
-		if err != nil {
-			return err
-		}
-		answers = []*core.Message{m}
-	} else if answers, err = st.Results(ctx, id, 100); err != nil {
+	if answerID != "" && slices.Contains(cb.Forwarded, answerID) {
+		return nil
+	}
+	answers, err := s.relay.ResultsFor(ctx, callbacksActor, id, 0, 100)
+	if errors.Is(err, core.ErrNotFound) {
+		return nil // the message is gone (purged): the record expires
+	}
+	if err != nil {
 		return err
 	}
 	var sent []string
@@ -176,7 +208,7 @@ func (s *Server) forwardFor(ctx context.Context, id, answerID string) error {
 	cb.Forwarded = append(cb.Forwarded, sent...)
 	rec.Data, _ = json.Marshal(cb)
 	rec.UpdatedAt = now
-	if _, err := st.PutRecord(ctx, rec); err != nil && !errors.Is(err, core.ErrConflict) {
+	if _, err := s.opt.Records.PutRecord(ctx, rec); err != nil && !errors.Is(err, core.ErrConflict) {
 		return err // on conflict another pass recorded it; copies are idempotent anyway
 	}
 	return nil
@@ -191,9 +223,9 @@ func (s *Server) forward(ctx context.Context, id string, cb *callbackRecord, a *
 	if lease < time.Second {
 		lease = time.Second
 	}
-	agent := &core.Agent{ID: CallbackAgentID(s.relay, id), Card: core.Card{Name: "callback for message " + id, Description: "receives answers at the message's callback_url"},
+	agent := &core.Agent{ID: cb.agent(s.relay, id), Card: core.Card{Name: "callback for message " + id, Description: "receives answers at the message's callback_url"},
 		Capabilities: []string{}, Endpoint: core.Endpoint{Kind: core.EndpointMAMP, URL: cb.URL}, Protocol: "mamp"}
-	if _, _, err := s.relay.Register(ctx, agent, lease); err != nil {
+	if _, _, err := s.relay.RegisterAs(ctx, callbacksActor, agent, lease); err != nil {
 		return fmt.Errorf("register callback agent: %w", err)
 	}
 	meta := maps.Clone(a.Metadata)
@@ -204,9 +236,9 @@ func (s *Server) forward(ctx context.Context, id string, cb *callbackRecord, a *
 	if a.ConversationID != "" {
 		meta[metaCallbackConversation] = a.ConversationID
 	}
-	cp := &core.Message{ID: callbackCopyID(a.ID), Sender: a.Sender, Receiver: agent.ID, Type: a.Type, Parts: a.Parts,
+	cp := &core.Message{ID: callbackCopyID(s.relay, a.ID), Sender: a.Sender, Receiver: agent.ID, Type: a.Type, Parts: a.Parts,
 		Metadata: meta, Protocol: a.Protocol, TTL: min(lease, s.relay.Config().MaxTTL), TraceParent: a.TraceParent}
-	if _, err := s.relay.Send(ctx, cp); err != nil {
+	if _, err := s.relay.SendAs(ctx, callbacksActor, cp); err != nil {
 		return fmt.Errorf("send callback copy of %s: %w", a.ID, err)
 	}
 	return nil

@@ -5,6 +5,15 @@
 // canonical parts, and the Encoder that pushes MAMP envelopes to MAMP
 // agents' webhooks.
 //
+// Server is a hub adapter (Name, Mount, Run). Every route authenticates
+// nothing itself and decides nothing itself: it hands the request's
+// principal (core.PrincipalFrom) to the relay's operations (SendAs,
+// RegisterAs, Conversation, PullAs, …), which decide who may do what, and
+// its handlers return their errors, which httperr answers by kind. The
+// adapter's own state (open callbacks, remote domains) lives in the record
+// store the hub gives it (Options.Records); its background work (callback
+// forwarding) runs in Run.
+//
 // # Translation rules
 //
 // MAMP content is a string (one text part) or an array of parts:

@@ -3,6 +3,7 @@ package mamp
 import (
 	"encoding/json"
 	"fmt"
+	"path"
 	"strings"
 	"time"
 
@@ -72,14 +73,20 @@ func ToEnvelope(ad Addressing, m *core.Message) (*Envelope, error) {
 	env := &Envelope{Protocol: Protocol, MessageID: m.ID, ConversationID: m.ConversationID,
 		From: ad.URIOf(m.Sender), To: ad.URIOf(m.Receiver), Content: content, CorrelationID: m.CorrelationID,
 		Metadata: map[string]any{}}
+	// Only a callback copy, which only the hub sends and only to a
+	// callback agent (an internal id), carries the answer's correlation
+	// and conversation in these keys; anyone else's are dropped, or a
+	// sender of another protocol could dress a message up as an answer
+	// the relay never let it give.
+	callback := core.Hidden(m.Receiver)
 	for k, v := range m.Metadata {
 		switch k {
 		case metaCallbackCorrelation:
-			if s, ok := v.(string); ok && env.CorrelationID == "" {
+			if s, ok := v.(string); ok && callback && env.CorrelationID == "" {
 				env.CorrelationID = s
 			}
 		case metaCallbackConversation:
-			if s, ok := v.(string); ok && env.ConversationID == "" {
+			if s, ok := v.(string); ok && callback && env.ConversationID == "" {
 				env.ConversationID = s
 			}
 		default:
@@ -208,7 +215,7 @@ func validGlob(g string) error {
 	if !strings.HasPrefix(g, "agent://") {
 		return fmt.Errorf("access.allowed_agents: %q must be an agent:// URI or glob: %w", g, core.ErrInvalid)
 	}
-	if _, err := matchGlob(g, "agent://x/y"); err != nil {
+	if _, err := path.Match(g, "agent://x/y"); err != nil {
 		return fmt.Errorf("access.allowed_agents: %q is a malformed glob: %w", g, core.ErrInvalid)
 	}
 	return nil

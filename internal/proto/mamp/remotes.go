@@ -4,15 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"strings"
 
-	"github.com/switchboard-hub/switchboard/internal/ssrf"
-
-	"github.com/switchboard-hub/switchboard/internal/auth"
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/httperr"
+	"github.com/switchboard-hub/switchboard/internal/ssrf"
 )
 
 // remoteKind is the RecordStore kind of remote domains added at run time.
@@ -54,7 +53,10 @@ func (s *Server) remoteBase(ctx context.Context, domain string) (string, error) 
 	if u, ok := s.opt.Remotes[domain]; ok {
 		return u, nil
 	}
-	rec, err := s.relay.Store().GetRecord(ctx, remoteKind, domain)
+	if s.opt.Records == nil {
+		return "", nil
+	}
+	rec, err := s.opt.Records.GetRecord(ctx, remoteKind, domain)
 	if errors.Is(err, core.ErrNotFound) {
 		return "", nil
 	}
@@ -68,72 +70,96 @@ func (s *Server) remoteBase(ctx context.Context, domain string) (string, error) 
 	return rr.BaseURL, nil
 }
 
-func (s *Server) listRemotes(w http.ResponseWriter, r *http.Request) {
-	if err := auth.Admin(r.Context()); err != nil {
-		writeErr(w, err)
-		return
+// operator decides whether r's caller may manage remote domains: the
+// operator's business (core.OpOperator).
+func operator(r *http.Request) error {
+	if err := core.Authorize(caller(r), core.OpOperator, core.RelNone); err != nil {
+		return fmt.Errorf("remote MAMP domains: %w", err)
+	}
+	return nil
+}
+
+// records is Options.Records, or errNoRecords.
+func (s *Server) records() (core.RecordStore, error) {
+	if s.opt.Records == nil {
+		return nil, errNoRecords
+	}
+	return s.opt.Records, nil
+}
+
+// listRemotes is GET /mamp/v1/remotes (operator).
+func (s *Server) listRemotes(w http.ResponseWriter, r *http.Request) error {
+	if err := operator(r); err != nil {
+		return err
 	}
 	out := []remoteRecord{}
 	for d, u := range s.opt.Remotes {
 		out = append(out, remoteRecord{Domain: d, BaseURL: u})
 	}
-	recs, err := s.relay.Store().ListRecords(r.Context(), remoteKind, "", 1000)
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	for _, rec := range recs {
-		var rr remoteRecord
-		if json.Unmarshal(rec.Data, &rr) == nil {
-			if _, static := s.opt.Remotes[rr.Domain]; !static {
-				out = append(out, rr)
+	if s.opt.Records != nil {
+		recs, err := s.opt.Records.ListRecords(r.Context(), remoteKind, "", 1000)
+		if err != nil {
+			return err
+		}
+		for _, rec := range recs {
+			var rr remoteRecord
+			if json.Unmarshal(rec.Data, &rr) == nil {
+				if _, static := s.opt.Remotes[rr.Domain]; !static {
+					out = append(out, rr)
+				}
 			}
 		}
 	}
 	httperr.JSON(w, http.StatusOK, map[string]any{"remotes": out})
+	return nil
 }
 
-func (s *Server) putRemote(w http.ResponseWriter, r *http.Request) {
-	if err := auth.Admin(r.Context()); err != nil {
-		writeErr(w, err)
-		return
+// putRemote is PUT /mamp/v1/remotes/{domain} (operator).
+func (s *Server) putRemote(w http.ResponseWriter, r *http.Request) error {
+	if err := operator(r); err != nil {
+		return err
+	}
+	st, err := s.records()
+	if err != nil {
+		return err
 	}
 	domain := strings.ToLower(r.PathValue("domain"))
 	if _, err := ParseURI("agent://" + domain + "/x"); err != nil || strings.EqualFold(domain, s.ad.Host) {
-		httperr.Errorf(w, http.StatusBadRequest, httperr.CodeInvalidField, "%q is not a remote domain", trunc(domain))
-		return
+		return bad(httperr.CodeInvalidField, "%q is not a remote domain", trunc(domain))
 	}
 	var req struct {
 		BaseURL string `json:"base_url"`
 	}
-	if !httperr.DecodeJSON(w, r, s.opt.MaxBody, &req) {
-		return
+	if err := s.decode(w, r, &req); err != nil {
+		return err
 	}
 	if err := ssrf.CheckForm("base_url", req.BaseURL); err != nil {
-		httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidField, strings.Replace(err.Error(), "callback_url", "base_url", 1))
-		return
+		return bad(httperr.CodeInvalidField, "%s", strings.Replace(err.Error(), "callback_url", "base_url", 1))
 	}
 	data, _ := json.Marshal(remoteRecord{Domain: domain, BaseURL: req.BaseURL})
-	st := s.relay.Store()
 	rec := core.Record{Kind: remoteKind, ID: domain, Data: data, UpdatedAt: s.relay.Clock().Now()}
 	if old, err := st.GetRecord(r.Context(), remoteKind, domain); err == nil {
 		rec.Version = old.Version
 	}
 	if _, err := st.PutRecord(r.Context(), rec); err != nil {
-		writeErr(w, err)
-		return
+		return err
 	}
 	httperr.JSON(w, http.StatusOK, remoteRecord{Domain: domain, BaseURL: req.BaseURL})
+	return nil
 }
 
-func (s *Server) deleteRemote(w http.ResponseWriter, r *http.Request) {
-	if err := auth.Admin(r.Context()); err != nil {
-		writeErr(w, err)
-		return
+// deleteRemote is DELETE /mamp/v1/remotes/{domain} (operator).
+func (s *Server) deleteRemote(w http.ResponseWriter, r *http.Request) error {
+	if err := operator(r); err != nil {
+		return err
 	}
-	if err := s.relay.Store().DeleteRecord(r.Context(), remoteKind, strings.ToLower(r.PathValue("domain"))); err != nil {
-		writeErr(w, err)
-		return
+	st, err := s.records()
+	if err != nil {
+		return err
+	}
+	if err := st.DeleteRecord(r.Context(), remoteKind, strings.ToLower(r.PathValue("domain"))); err != nil {
+		return err
 	}
 	httperr.JSON(w, http.StatusOK, map[string]any{"ok": true})
+	return nil
 }

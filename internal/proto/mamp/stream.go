@@ -4,11 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
+	"github.com/switchboard-hub/switchboard/internal/auth"
 	"github.com/switchboard-hub/switchboard/internal/core"
-	"github.com/switchboard-hub/switchboard/internal/httperr"
 )
 
 // StatusEvent is the data of a "status" event on a conversation stream: a
@@ -20,6 +19,9 @@ type StatusEvent struct {
 	Code      int         `json:"code,omitempty"`
 }
 
+// streamPage is how many messages a stream reads at a time.
+const streamPage = 100
+
 // stream serves a conversation as server-sent events: first the messages
 // already stored, then new ones as they are accepted, each as an event
 // "message" whose data is the MAMP envelope and whose id is the hub's
@@ -27,28 +29,30 @@ type StatusEvent struct {
 // passes ?after=, to resume). Delivery outcomes of the conversation's
 // messages follow as "status" events. Live events only wake the stream; the
 // store is the source of truth, so no message is lost to a slow reader.
-func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
-	c, err := s.getConversation(r.Context(), r.PathValue("id"))
-	if err != nil {
-		writeErr(w, err)
-		return
+//
+// Only a member of the conversation (or the operator) may subscribe, and
+// every read the stream makes asks the relay again: a stream whose
+// caller's identity ends, ends. A caller holds at most Options.MaxStreams
+// streams on this instance; one more ends its oldest, which is told so in
+// a comment line.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	p := caller(r)
+	ctx := r.Context()
+	if _, err := s.relay.Conversation(ctx, p, id); err != nil {
+		return noConversation(id, err)
 	}
-	var after int64
-	for _, v := range []string{r.Header.Get("Last-Event-ID"), r.URL.Query().Get("after")} {
-		if v == "" {
-			continue
-		}
-		if after, err = strconv.ParseInt(v, 10, 64); err != nil || after < 0 {
-			httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidField, "Last-Event-ID / after must be a non-negative sequence number")
-			return
-		}
-		break
+	after, err := seqParam("Last-Event-ID / after", r.Header.Get("Last-Event-ID"), r.URL.Query().Get("after"))
+	if err != nil {
+		return err
 	}
 	fl, ok := w.(http.Flusher)
 	if !ok {
-		httperr.Write(w, http.StatusInternalServerError, httperr.CodeInternal, "streaming unsupported")
-		return
+		return fmt.Errorf("streaming unsupported by the response writer")
 	}
+	key := auth.CallerKey(r)
+	slot := s.streams.take(key)
+	defer s.streams.release(key, slot)
 	// Subscribe before the first read so nothing falls between them.
 	events, cancel := s.relay.Events().Subscribe(256)
 	defer cancel()
@@ -57,13 +61,12 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	fmt.Fprintf(w, ": conversation %s\n\n", c.ID)
+	fmt.Fprintf(w, ": conversation %s\n\n", id)
 	fl.Flush()
 
-	ctx := r.Context()
 	catchUp := func() error {
 		for {
-			ms, err := s.relay.Store().ConversationMessages(ctx, c.ID, after, 100)
+			ms, err := s.relay.ConversationMessages(ctx, p, id, after, streamPage)
 			if err != nil {
 				return err
 			}
@@ -79,14 +82,14 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 				after = m.Seq
 			}
 			fl.Flush()
-			if len(ms) < 100 {
+			if len(ms) < streamPage {
 				return nil
 			}
 		}
 	}
 	if err := catchUp(); err != nil {
-		s.log.Debug("conversation stream", "conversation", c.ID, "err", err)
-		return
+		s.log.Debug("conversation stream", "conversation", id, "err", err)
+		return nil // the answer has begun: the stream just ends
 	}
 	poll := time.NewTicker(s.opt.StreamPoll)
 	defer poll.Stop()
@@ -96,9 +99,13 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		var err error
 		select {
 		case <-ctx.Done():
-			return
+			return nil
+		case <-slot.ended:
+			fmt.Fprint(w, ": closed: a newer stream of this caller took its place\n\n")
+			fl.Flush()
+			return nil
 		case ev := <-events:
-			if ev.ConversationID != c.ID {
+			if ev.ConversationID != id {
 				continue
 			}
 			switch ev.Type {
@@ -118,8 +125,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if err != nil {
-			s.log.Debug("conversation stream", "conversation", c.ID, "err", err)
-			return
+			s.log.Debug("conversation stream", "conversation", id, "err", err)
+			return nil
 		}
 	}
 }

@@ -28,7 +28,7 @@ func TestSweepsGoRoundEveryCallback(t *testing.T) {
 	}
 	t.Cleanup(func() { st.Close() })
 	relay := core.NewRelay(st, nil, core.Config{}, nil)
-	s := New(relay, Options{})
+	s := New(relay, Options{Records: st})
 	now := relay.Clock().Now()
 	put := func(id string, data []byte, updated time.Time) {
 		if _, err := st.PutRecord(ctx, core.Record{Kind: callbackKind, ID: id, Index: "open", Data: data, UpdatedAt: updated}); err != nil {
@@ -42,7 +42,7 @@ func TestSweepsGoRoundEveryCallback(t *testing.T) {
 	put("z-expired", cb(now.Add(-time.Minute)), now.Add(-time.Hour))
 	// The expired callback's agent (registered when an answer was
 	// forwarded) goes with it.
-	if _, _, err := relay.Register(ctx, &core.Agent{ID: CallbackAgentID(relay, "z-expired"), Endpoint: core.Endpoint{Kind: core.EndpointPull}}, time.Minute); err != nil {
+	if _, _, err := relay.RegisterAs(ctx, callbacksActor, &core.Agent{ID: CallbackAgentID(relay, "z-expired"), Endpoint: core.Endpoint{Kind: core.EndpointPull}}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	put("a-unreadable", []byte("{"), now)

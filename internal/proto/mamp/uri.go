@@ -90,20 +90,7 @@ func validDomain(h string) bool {
 		}
 		return true
 	}
-	if len(h) > 253 {
-		return false
-	}
-	for _, label := range strings.Split(h, ".") {
-		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
-			return false
-		}
-		for _, r := range label {
-			if !(r == '-' || r == '_' || (r >= '0' && r <= '9') || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z')) {
-				return false
-			}
-		}
-	}
-	return true
+	return core.ValidDomain(h)
 }
 
 func allDigits(s string) bool {
@@ -150,24 +137,5 @@ func (a Addressing) LocalID(u URI) (id string, remote bool, err error) {
 	return id, true, nil
 }
 
-// URIOf renders a local agent id as its agent:// URI.
-func (a Addressing) URIOf(id string) string {
-	if i := strings.LastIndexByte(id, '@'); i > 0 && i < len(id)-1 {
-		name, domain := id[:i], id[i+1:]
-		if !strings.EqualFold(domain, a.Host) && validDomainPort(domain) {
-			return URI{Domain: strings.ToLower(domain), ID: name}.String()
-		}
-	}
-	return URI{Domain: a.Host, ID: id}.String()
-}
-
-func validDomainPort(d string) bool {
-	host := d
-	if i := strings.LastIndexByte(d, ':'); i >= 0 && !strings.Contains(d[:i], ":") {
-		if !allDigits(d[i+1:]) {
-			return false
-		}
-		host = d[:i]
-	}
-	return host != "" && validDomain(host)
-}
+// URIOf renders a local agent id as its agent:// URI (core.AgentURI).
+func (a Addressing) URIOf(id string) string { return core.AgentURI(a.Host, id) }

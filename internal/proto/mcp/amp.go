@@ -52,24 +52,25 @@ func (s *Server) addAMP() {
 					MIMEType: "application/json", Text: string(amp.SpecDocumentJSON())}}}, nil
 			})
 	}
-	sdk.AddTool(s.srv, &sdk.Tool{Name: "amp_tick", Title: "AMP tick",
+	tool(s, &sdk.Tool{Name: "amp_tick", Title: "AMP tick",
 		Description: "Run one AMP 0.1 tick for a session: give the host event (and the message, tool call or " +
 			"result it carries) and get the AMP envelope and what the host should do (inject, deny, block)."}, s.ampTick)
 }
 
 // AMPTickInput is amp_tick's input: one host event.
 type AMPTickInput struct {
-	SessionID string          `json:"session_id,omitempty" jsonschema:"the AMP session (default: the MCP session, else your agent id)"`
-	Event     string          `json:"event,omitempty" jsonschema:"SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, PostToolUseFailure, PreCompact, Stop, ModelOutput or Manual (default)"`
-	Message   string          `json:"message,omitempty" jsonschema:"the user's prompt or the agent's text"`
-	ToolName  string          `json:"tool_name,omitempty"`
-	ToolInput map[string]any  `json:"tool_input,omitempty"`
-	Result    *amp.ToolResult `json:"tool_result,omitempty"`
-	Success   *bool           `json:"success,omitempty" jsonschema:"an external verifier's verdict"`
-	Source    string          `json:"source,omitempty" jsonschema:"SessionStart's source: startup, resume, clear or compact"`
-	Trigger   string          `json:"trigger,omitempty" jsonschema:"PreCompact's trigger: manual or auto"`
-	Summary   string          `json:"summary,omitempty" jsonschema:"the reasoning summary to keep at PreCompact"`
-	Force     bool            `json:"force,omitempty" jsonschema:"bypass the cooldowns"`
+	SessionID        string          `json:"session_id,omitempty" jsonschema:"the AMP session (default: the MCP session, else your agent id)"`
+	Event            string          `json:"event,omitempty" jsonschema:"SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, PostToolUseFailure, PreCompact, Stop, ModelOutput or Manual (default)"`
+	Message          string          `json:"message,omitempty" jsonschema:"the user's prompt or the agent's text"`
+	ToolName         string          `json:"tool_name,omitempty"`
+	ToolInput        map[string]any  `json:"tool_input,omitempty"`
+	Result           *amp.ToolResult `json:"tool_result,omitempty"`
+	Success          *bool           `json:"success,omitempty" jsonschema:"an external verifier's verdict"`
+	Source           string          `json:"source,omitempty" jsonschema:"SessionStart's source: startup, resume, clear or compact"`
+	Trigger          string          `json:"trigger,omitempty" jsonschema:"PreCompact's trigger: manual or auto"`
+	Summary          string          `json:"summary,omitempty" jsonschema:"the reasoning summary to keep at PreCompact"`
+	Force            bool            `json:"force,omitempty" jsonschema:"bypass the cooldowns"`
+	DetectedTriggers []string        `json:"detected_triggers,omitempty" jsonschema:"triggers the host detected itself: giving_up_language, user_frustration, premature_convergence, creative_block, consecutive_failures, …"`
 }
 
 // AMPTickOutput is amp_tick's output.
@@ -90,11 +91,13 @@ func (s *Server) ampTick(ctx context.Context, req *sdk.CallToolRequest, in AMPTi
 	if sid == "" {
 		sid = s.callerOf(req.Extra).agentID
 	}
-	r, err := s.opt.AMP.Step(ctx, amp.TickInput{SessionID: sid, Event: amp.HostEvent(in.Event), Message: in.Message,
+	// Each credential has its own AMP sessions (local transports and dev
+	// mode have no credential and share one namespace).
+	r, err := s.opt.AMP.Step(ctx, amp.TickInput{SessionID: sid, Owner: s.ampOwner(req.Extra), Event: amp.HostEvent(in.Event), Message: in.Message,
 		ToolName: in.ToolName, ToolInput: in.ToolInput, Result: in.Result, Success: in.Success, Source: in.Source,
-		Trigger: in.Trigger, Summary: in.Summary, Force: in.Force})
-	if errors.Is(err, amp.ErrUnknownEvent) {
-		return nil, AMPTickOutput{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		Trigger: in.Trigger, Summary: in.Summary, Force: in.Force, DetectedTriggers: in.DetectedTriggers})
+	if errors.Is(err, amp.ErrUnknownEvent) || errors.Is(err, amp.ErrUnknownTrigger) {
+		return nil, AMPTickOutput{}, invalid("%v", err)
 	}
 	if err != nil {
 		return nil, AMPTickOutput{}, err
@@ -108,4 +111,10 @@ func (s *Server) ampTick(ctx context.Context, req *sdk.CallToolRequest, in AMPTi
 		return nil, AMPTickOutput{}, err
 	}
 	return nil, out, nil
+}
+
+// ampOwner names the credential a tool call comes with: its principal's
+// key ("" for dev mode and for local transports acting in dev mode).
+func (s *Server) ampOwner(extra *sdk.RequestExtra) string {
+	return s.callerOf(extra).p.Key()
 }

@@ -11,35 +11,45 @@
 //     protocol revisions up to 2025-11-25, and the sessionless 2026-07-28
 //     revision (server/discover, per-request _meta, subscriptions/listen)
 //     on the same path, chosen per request by the MCP-Protocol-Version
-//     header. The handler refuses cross-origin browser requests (403).
+//     header. The handler refuses cross-origin browser requests (403); a
+//     401 names the RFC 9728 protected-resource metadata, which Mount also
+//     serves.
 //   - stdio (ServeStdio): for hosts that launch a command, either over a
 //     local relay (the embedded hub) or as a bridge to a remote hub's /mcp.
+//     Both eras share the connection (router.go).
 //
-// # Identity
+// The server is an adapter of the hub's contract (Name, Mount, Run).
 //
-// The MCP host acts as one agent of the hub. Without authentication (dev
-// mode, stdio with an embedded hub) it is Options.HostAgentID ("mcp-host"
-// by default). With authentication on, it is the agent whose bearer token
-// the host presents; the operator's admin token acts as HostAgentID. The
-// host agent is registered on first use as a pull-endpoint agent (protocol
-// "mcp"), so messages sent to it (replies) are queued for it and
-// wait_for_reply returns them to the MCP session; an agent that already
-// exists (for example an ATP agent using its own token) is left as it is.
+// # Identity and authorization
+//
+// The MCP host acts as one agent of the hub, and every operation goes to
+// the core with the caller's principal, which decides (no store access
+// here). An agent's token acts as that agent; the admin token as the
+// operator's internal id (OperatorID); a hub with auth off as
+// Options.HostAgentID; a privileged caller may name another agent (the
+// Switchboard-Agent header, Options.Agent). The host agent is registered
+// on first use as a pull-endpoint agent (protocol "mcp"), so answers to it
+// are queued for it.
 //
 // # Tools, resources, prompts
 //
-// Tools (all with input and output schemas; results carry structured
-// content): list_agents, get_agent_card, send_message, get_receipt,
-// wait_for_reply, list_conversations, get_conversation, and amp_tick when
-// an AMP engine is configured. Resources: switchboard://agents,
-// switchboard://conversations, the templates switchboard://agents/{id}
-// and switchboard://conversations/{id} (subscriptions notify on change,
-// driven by the relay's event bus), and, with AMP, the AMP spec document
-// as amp://v0.1/spec and puax://v4/amp. Prompt: delegate_task.
+// Tools (all with portable input and output schemas; results carry
+// structured content): list_agents, get_agent_card, send_message,
+// get_receipt, wait_for_reply (a correlated message or the receiver's
+// inline answer), check_inbox, ack_messages, reply, list_conversations,
+// get_conversation, and amp_tick when an AMP engine is configured.
+// Resources: switchboard://agents, switchboard://conversations, the
+// templates switchboard://agents/{id} and switchboard://conversations/{id}
+// (subscriptions notify on change, driven by the relay's event bus, and
+// are accepted only for what the caller may read), and, with AMP, the AMP
+// spec document as amp://v0.1/spec and puax://v4/amp. Prompt:
+// delegate_task. send_message and wait_for_reply also run as MCP tasks
+// (tasks.go); a stdio session bound to an agent is a Claude Code channel
+// (channel.go).
 //
-// Failures of a tool's work (unknown agent, refused content, bad
-// arguments) are tool results with isError set; protocol failures (unknown
-// tool, malformed request, unknown resource) are JSON-RPC errors.
+// Errors are mapped in one place (errors.go): a tool's failure is a
+// result with isError, "<kind>: <message>"; everything else is a JSON-RPC
+// error whose code follows the core's error kind.
 //
 // # Translation rules
 //

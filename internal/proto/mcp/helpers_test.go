@@ -14,6 +14,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
 	mcpadapter "github.com/switchboard-hub/switchboard/internal/proto/mcp"
@@ -38,6 +39,9 @@ func newEnv(t *testing.T, hopt hub.Options, opt mcpadapter.Options) *env {
 	if opt.ProgressEvery == 0 {
 		opt.ProgressEvery = 20 * time.Millisecond
 	}
+	if opt.Caller == (core.Principal{}) {
+		opt.Caller = core.DevPrincipal() // the in-memory transport carries no credential
+	}
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -46,7 +50,7 @@ func newEnv(t *testing.T, hopt hub.Options, opt mcpadapter.Options) *env {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); e.srv.Watch(ctx) }()
+	go func() { defer wg.Done(); _ = e.srv.Run(ctx) }()
 	st, ct := sdk.NewInMemoryTransports()
 	ss, err := e.srv.SDK().Connect(ctx, st, nil)
 	if err != nil {
@@ -60,6 +64,22 @@ func newEnv(t *testing.T, hopt hub.Options, opt mcpadapter.Options) *env {
 		wg.Wait()
 	})
 	return e
+}
+
+// waitUpdate waits for a resource-updated notification of uri.
+func (e *env) waitUpdate(uri string) {
+	e.t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case u := <-e.updated:
+			if u == uri {
+				return
+			}
+		case <-timeout:
+			e.t.Fatalf("no resources/updated notification for %s within 20 s", uri)
+		}
+	}
 }
 
 // connect connects a client that records progress and resource updates.
@@ -148,11 +168,27 @@ type worker struct {
 	received chan map[string]any
 	release  chan struct{}
 	status   int // HTTP status to answer with (200 by default)
+	// inline answers in the delivery response, as the ATP tutorial's
+	// worker does, instead of with a task.result message later.
+	inline bool
+}
+
+// startInlineWorker starts a worker that answers each task inline: its
+// response to the delivery carries the result ({"status": "accepted",
+// "result": {"text": "inline: …"}}), and no message follows.
+func startInlineWorker(t *testing.T, base, id string) *worker {
+	return startWorkerWith(t, base, &worker{id: id, inline: true}, nil, nil)
 }
 
 func startWorker(t *testing.T, base, id string, caps []string, card map[string]any, release chan struct{}, status int) *worker {
 	t.Helper()
-	w := &worker{t: t, id: id, received: make(chan map[string]any, 100), release: release, status: status}
+	return startWorkerWith(t, base, &worker{id: id, release: release, status: status}, caps, card)
+}
+
+func startWorkerWith(t *testing.T, base string, w *worker, caps []string, card map[string]any) *worker {
+	t.Helper()
+	id := w.id
+	w.t, w.received = t, make(chan map[string]any, 100)
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
@@ -169,7 +205,14 @@ func startWorker(t *testing.T, base, id string, caps []string, card map[string]a
 			_, _ = rw.Write([]byte(`{"status":"rejected","error":"not today"}`))
 			return
 		}
-		_, _ = rw.Write([]byte(`{"status":"accepted","result":{"text":"on it"}}`))
+		if w.inline {
+			payload, _ := env["payload"].(map[string]any)
+			text, _ := payload["text"].(string)
+			b, _ := json.Marshal(map[string]any{"status": "accepted", "message_id": env["message_id"], "result": map[string]any{"text": "inline: " + text}})
+			_, _ = rw.Write(b)
+			return
+		}
+		_, _ = rw.Write([]byte(`{"status":"accepted","handled_by":"` + id + `"}`))
 		if env["type"] == "task.result" {
 			return
 		}

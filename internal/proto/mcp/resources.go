@@ -87,63 +87,84 @@ func (s *Server) addResources() {
 
 func (s *Server) readResource(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
 	uri := req.Params.URI
-	kind, id, err := ParseURI(uri)
-	if err != nil {
+	v, err := s.resource(ctx, s.callerOf(req.Extra), uri)
+	switch {
+	case core.KindOf(err) == core.KindNotFound:
 		return nil, sdk.ResourceNotFoundError(uri)
-	}
-	c := s.callerOf(req.Extra)
-	var v any
-	switch kind {
-	case ResourceAgents:
-		agents, err := s.agents(ctx, "", false, 1000)
-		if err != nil {
-			return nil, err
-		}
-		v = map[string]any{"agents": agents}
-	case ResourceAgent:
-		a, err := s.relay.Store().GetAgent(ctx, id)
-		if errors.Is(err, core.ErrNotFound) {
-			return nil, sdk.ResourceNotFoundError(uri)
-		}
-		if err != nil {
-			return nil, err
-		}
-		v = agentView(s.relay, a, true)
-	case ResourceConversations:
-		cs, err := s.relay.Store().ListConversations(ctx, c.agentID, 100)
-		if err != nil {
-			return nil, err
-		}
-		list := make([]ConversationView, 0, len(cs))
-		for _, cv := range cs {
-			list = append(list, conversationView(cv))
-		}
-		v = map[string]any{"conversations": list}
-	case ResourceConversation:
-		out, err := s.conversation(ctx, c, id, 0, 1000)
-		switch {
-		case errors.Is(err, ErrNotFound):
-			return nil, sdk.ResourceNotFoundError(uri)
-		case errors.Is(err, ErrForbidden):
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
-		case err != nil:
-			return nil, err
-		}
-		v = out
+	case err != nil:
+		return nil, s.rpcError(err)
 	}
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
-		return nil, err
+		return nil, s.rpcError(err)
 	}
 	return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: uri, MIMEType: "application/json", Text: string(b)}}}, nil
 }
 
-// checkSubscribable accepts subscriptions to the hub's resources only.
-func (s *Server) checkSubscribable(uri string) error {
-	if _, _, err := ParseURI(uri); err == nil || s.isAMPURI(uri) {
-		return nil
+// resource reads switchboard:// resource uri for c: what the core lets c
+// see of it. A hidden agent, an unknown one and a conversation c is not a
+// member of are all not found.
+func (s *Server) resource(ctx context.Context, c caller, uri string) (any, error) {
+	kind, id, err := ParseURI(uri)
+	if err != nil {
+		return nil, notFound("%v", err)
 	}
-	return sdk.ResourceNotFoundError(uri)
+	switch kind {
+	case ResourceAgents:
+		agents, err := s.agents(ctx, c, "", false, 1000)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"agents": agents}, nil
+	case ResourceAgent:
+		a, err := s.relay.LookupAgent(ctx, c.p, id)
+		if err != nil {
+			return nil, err
+		}
+		return agentView(s.relay, a, true), nil
+	case ResourceConversations:
+		list, err := s.conversations(ctx, c, c.agentID, 100)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"conversations": list}, nil
+	}
+	return s.conversation(ctx, c, id, 0, 1000)
+}
+
+// authorizeSubscriptions is a receiving middleware: a subscription to a
+// resource (resources/subscribe before 2026-07-28, subscriptions/listen
+// after) is accepted only for a resource the caller may read, so that
+// nobody is notified of changes to a conversation it is not a member of
+// or an agent it may not see; the refusal is the one an unknown resource
+// gets.
+func (s *Server) authorizeSubscriptions(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		var uris []string
+		switch r := req.(type) {
+		case *sdk.SubscribeRequest:
+			uris = []string{r.Params.URI}
+		case *sdk.SubscriptionsListenRequest:
+			if r.Params != nil && r.Params.Notifications != nil {
+				uris = r.Params.Notifications.ResourceSubscriptions
+			}
+		default:
+			return next(ctx, method, req)
+		}
+		c := s.callerOf(req.GetExtra())
+		for _, uri := range uris {
+			if s.isAMPURI(uri) {
+				continue
+			}
+			if _, err := s.resource(ctx, c, uri); err != nil {
+				if core.KindOf(err) == core.KindNotFound {
+					return nil, sdk.ResourceNotFoundError(uri)
+				}
+				return nil, s.rpcError(err)
+			}
+		}
+		return next(ctx, method, req)
+	}
 }
 
 // Watch publishes resource-updated notifications to subscribed sessions,
@@ -196,20 +217,24 @@ func (s *Server) delegateTask(ctx context.Context, req *sdk.GetPromptRequest) (*
 	if capability == "" || task == "" {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "delegate_task needs the capability and task arguments"}
 	}
+	c := s.callerOf(req.Extra)
 	var agent *core.Agent
 	if id := strings.TrimSpace(args["agent_id"]); id != "" {
-		a, err := s.relay.Store().GetAgent(ctx, id)
-		if errors.Is(err, core.ErrNotFound) || !core.ValidAgentID(id) {
+		if !core.ValidAgentID(id) {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("agent %q is not registered on this hub", id)}
+		}
+		a, err := s.relay.LookupAgent(ctx, c.p, id)
+		if core.KindOf(err) == core.KindNotFound {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("agent %q is not registered on this hub", id)}
 		}
 		if err != nil {
-			return nil, err
+			return nil, s.rpcError(err)
 		}
 		agent = a
 	} else {
-		list, err := s.relay.Store().ListAgents(ctx, core.AgentFilter{Capability: capability, AliveAt: s.relay.Clock().Now(), Limit: 100})
+		list, err := s.relay.ListAgents(ctx, c.p, core.AgentFilter{Capability: capability, AliveAt: s.relay.Clock().Now(), Limit: 100})
 		if err != nil {
-			return nil, err
+			return nil, s.rpcError(err)
 		}
 		// Prefer the agent seen most recently.
 		for _, a := range list {
@@ -251,9 +276,9 @@ func (s *Server) complete(ctx context.Context, req *sdk.CompleteRequest) (*sdk.C
 	if ref == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "completion needs a ref"}
 	}
-	agents, err := s.relay.Store().ListAgents(ctx, core.AgentFilter{Limit: 1000})
+	agents, err := s.relay.ListAgents(ctx, s.callerOf(req.Extra).p, core.AgentFilter{Limit: 1000})
 	if err != nil {
-		return nil, err
+		return nil, s.rpcError(err)
 	}
 	switch {
 	case ref.Type == "ref/prompt" && ref.Name == "delegate_task" && arg.Name == "capability":

@@ -79,27 +79,28 @@ func TestResourcesListAndRead(t *testing.T) {
 func TestResourceSubscriptions(t *testing.T) {
 	e := newEnv(t, hub.Options{}, mcpadapter.Options{})
 	ctx := context.Background()
+	startWorker(t, e.base, "beta", nil, nil, nil, 0)
+	e.call("send_message", map[string]any{"to": "beta", "text": "x", "conversation_id": "c1"}, nil)
 	for _, uri := range []string{"switchboard://agents", "switchboard://agents/beta", mcpadapter.ConversationURI("c1")} {
 		if err := e.cs.Subscribe(ctx, &sdk.SubscribeParams{URI: uri}); err != nil {
 			t.Fatalf("subscribe %s: %v", uri, err)
 		}
 	}
 	// Under the legacy protocol resources/subscribe refuses URIs that are
-	// not ours; under 2026-07-28 subscriptions/listen acknowledges what the
-	// SDK agrees to and there is no error to give.
+	// not ours, and resources the caller may not read (here, ones that do
+	// not exist); under 2026-07-28 subscriptions/listen has no error to
+	// give back through the SDK's client.
 	if v := e.cs.InitializeResult().ProtocolVersion; v < mcpadapter.StatelessVersion {
-		if err := e.cs.Subscribe(ctx, &sdk.SubscribeParams{URI: "test://elsewhere"}); err == nil {
-			t.Fatal("subscribing to a URI that is not ours: want an error")
+		for _, uri := range []string{"test://elsewhere", "switchboard://agents/nobody", mcpadapter.ConversationURI("nothing")} {
+			if err := e.cs.Subscribe(ctx, &sdk.SubscribeParams{URI: uri}); err == nil {
+				t.Fatalf("subscribing to %s: want an error", uri)
+			}
 		}
 	}
-	startWorker(t, e.base, "beta", nil, nil, nil, 0)
-	want := map[string]bool{"switchboard://agents": true, "switchboard://agents/beta": true}
-	for len(want) > 0 {
-		delete(want, <-e.updated)
-	}
-	e.call("send_message", map[string]any{"to": "beta", "text": "x", "conversation_id": "c1"}, nil)
-	for u := <-e.updated; u != mcpadapter.ConversationURI("c1"); u = <-e.updated {
-	}
+	startWorker(t, e.base, "gamma", nil, nil, nil, 0)
+	e.waitUpdate("switchboard://agents")
+	e.call("send_message", map[string]any{"to": "beta", "text": "y", "conversation_id": "c1"}, nil)
+	e.waitUpdate(mcpadapter.ConversationURI("c1"))
 	if err := e.cs.Unsubscribe(ctx, &sdk.UnsubscribeParams{URI: "switchboard://agents"}); err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +186,7 @@ func TestCompletion(t *testing.T) {
 	e := newEnv(t, hub.Options{}, mcpadapter.Options{})
 	ctx := context.Background()
 	for _, a := range []struct{ id, cap string }{{"tr-1", "translate"}, {"tr-2", "transcribe"}, {"sum", "summarize"}} {
-		if _, _, err := e.hub.Relay.Register(ctx, &core.Agent{ID: a.id, Capabilities: []string{a.cap}}, 0); err != nil {
+		if _, _, err := e.hub.Relay.RegisterAs(ctx, core.AdminPrincipal(), &core.Agent{ID: a.id, Capabilities: []string{a.cap}}, 0); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -2,31 +2,51 @@ package mcp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
-	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-hub/switchboard/internal/amp"
 	"github.com/switchboard-hub/switchboard/internal/core"
 )
 
-// DefaultHostAgentID is the agent an unauthenticated MCP host acts as.
+// DefaultHostAgentID is the agent a host acts as on a hub with auth off.
 const DefaultHostAgentID = "mcp-host"
 
 // Protocol is the value of Message.Protocol and Agent.Protocol for MCP.
 const Protocol = "mcp"
 
+// operatorKind names the operator's internal id (core.Relay.InternalID).
+const operatorKind = "mcp-operator"
+
 // Options configure the MCP server. Zero fields take the defaults in
 // brackets.
 type Options struct {
-	// HostAgentID is the agent an MCP host acts as when it is not
-	// authenticated as another agent [mcp-host].
+	// HostAgentID is the agent a host acts as on a hub with auth off
+	// (dev mode) [mcp-host].
 	HostAgentID string
+	// Caller is the principal of requests that carry no credential: the
+	// stdio and in-memory transports, where whoever runs the command owns
+	// the hub's data (core.DevPrincipal with auth off, the operator's
+	// core.AdminPrincipal with auth on) [anonymous: the core refuses what
+	// it asks]. Requests over HTTP carry the principal the hub's
+	// authentication found.
+	Caller core.Principal
+	// Agent binds the server to one agent: requests of privileged callers
+	// (the operator, dev mode) act as this agent, and a stdio session
+	// pushes the messages addressed to it into the host as channel
+	// notifications (see channel.go). Empty: no binding.
+	Agent string
+	// Records keeps the MCP tasks (tasks.go): the hub's store. Nil: no
+	// tasks are offered.
+	Records core.RecordStore
+	// AllowedSenders, when Agent is registered by this server, is its
+	// card's access list (sender ids or agent:// globs); empty means any
+	// authenticated sender of the hub.
+	AllowedSenders []string
 	// HostLease is the lease of the host agent's registration [1h].
 	HostLease time.Duration
 	// DefaultWait is wait_for_reply's timeout when the call gives none [30s].
@@ -102,11 +122,16 @@ func (o *Options) defaults() {
 	}
 }
 
-// Server is the hub's MCP server over a relay.
+// Server is the hub's MCP server over a relay. It is the MCP adapter of
+// the hub's adapter contract (Name, Mount, Run).
 type Server struct {
 	relay *core.Relay
 	opt   Options
 	srv   *sdk.Server
+	// operatorID is the agent the operator acts as: an internal id, so
+	// that no caller can register it first.
+	operatorID string
+	tasks      *taskManager // nil without Options.Records
 
 	mu      sync.Mutex
 	ensured map[string]time.Time // host agents checked recently
@@ -115,76 +140,143 @@ type Server struct {
 // New builds the MCP server over relay.
 func New(relay *core.Relay, opt Options) *Server {
 	opt.defaults()
-	s := &Server{relay: relay, opt: opt, ensured: map[string]time.Time{}}
+	s := &Server{relay: relay, opt: opt, ensured: map[string]time.Time{},
+		operatorID: relay.InternalID(operatorKind)}
+	// Logging stays declared (logging/setLevel) for the revisions before
+	// 2026-07-28, which deprecated it.
+	//lint:ignore SA1019 served for the older revisions
+	caps := &sdk.ServerCapabilities{Logging: &sdk.LoggingCapabilities{}}
+	instr := instructions
+	if opt.Agent != "" {
+		caps.Experimental = map[string]any{ChannelCapability: map[string]any{}}
+		instr += "\n\n" + channelInstructions(opt.Agent)
+	}
+	if opt.Records != nil {
+		s.tasks = newTaskManager(s, opt.Records)
+		caps.AddExtension(TasksExtension, nil)
+	}
 	s.srv = sdk.NewServer(&sdk.Implementation{Name: "switchboard", Title: "Switchboard hub", Version: opt.Version},
 		&sdk.ServerOptions{
-			Instructions: instructions,
+			Instructions: instr,
+			Capabilities: caps,
 			// The SDK logs every notification at info: keep its warnings only.
 			Logger: slog.New(minLevel{opt.Logger.Handler(), slog.LevelWarn}),
-			// Subscriptions are tracked by the SDK; these handlers only
-			// check that the URI names one of the hub's resources.
-			SubscribeHandler:   func(ctx context.Context, req *sdk.SubscribeRequest) error { return s.checkSubscribable(req.Params.URI) },
+			// Subscriptions are tracked by the SDK; who may subscribe to
+			// what is decided in authorizeSubscriptions, before these.
+			SubscribeHandler:   func(ctx context.Context, req *sdk.SubscribeRequest) error { return nil },
 			UnsubscribeHandler: func(ctx context.Context, req *sdk.UnsubscribeRequest) error { return nil },
 			CompletionHandler:  s.complete,
 		})
+	s.srv.AddReceivingMiddleware(s.authorizeSubscriptions)
 	s.addTools()
 	s.addResources()
 	s.addPrompts()
 	if opt.AMP != nil {
 		s.addAMP()
 	}
+	if s.tasks != nil {
+		s.tasks.install(s.srv)
+	}
 	return s
 }
 
 const instructions = `Switchboard is a hub where AI agents register, find each other and exchange messages durably.
 Use list_agents (filter by capability) to find an agent, send_message to give it work, and wait_for_reply
-with the returned message_id to get its answer. get_receipt tells whether a message was delivered.`
+with the returned message_id to get its answer. get_receipt tells whether a message was delivered;
+check_inbox returns the messages addressed to you.`
 
 // SDK returns the underlying SDK server, for transports not covered here.
 func (s *Server) SDK() *sdk.Server { return s.srv }
 
-// HostAgentID returns the agent id an unauthenticated host acts as.
+// HostAgentID returns the agent id a host acts as on a hub with auth off.
 func (s *Server) HostAgentID() string { return s.opt.HostAgentID }
 
-// caller is who a request acts for.
-type caller struct {
-	agentID string
-	// admin may read every agent's receipts and conversations: the
-	// operator, dev mode and local (stdio, in-memory) transports.
-	admin bool
-	// authenticated is what core.CheckAccess is told.
-	authenticated bool
+// OperatorID returns the agent id the operator acts as.
+func (s *Server) OperatorID() string { return s.operatorID }
+
+// Name is the adapter's name (the hub's adapter contract).
+func (s *Server) Name() string { return "mcp" }
+
+// Run does the adapter's background work until ctx ends: resource-updated
+// notifications driven by the relay's events, and the MCP tasks (those
+// left working when the hub last stopped are done again). When it
+// returns the tasks running here have stopped; they stay working in the
+// store for the next start.
+func (s *Server) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	if s.tasks != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.tasks.resume(ctx) }()
+	}
+	s.Watch(ctx)
+	wg.Wait()
+	if s.tasks != nil {
+		s.tasks.shutdown()
+	}
+	return nil
 }
 
-// Token info keys set by the HTTP handler (see http.go).
+// caller is who a request acts for: the principal the core judges each
+// operation by, and the agent the host acts as (the sender of its
+// messages, the receiver of their answers).
+type caller struct {
+	p       core.Principal
+	agentID string
+}
+
+// Token info key set by the HTTP handler (see http.go): the hub's
+// principal, and the agent a privileged caller asked to act as.
 const (
-	tokenAgentKey = "switchboard_agent_id"
-	tokenAdminKey = "switchboard_admin"
+	tokenPrincipalKey = "switchboard_principal"
+	tokenAgentKey     = "switchboard_agent"
 )
 
-// callerOf resolves the identity of a request. Requests that carry no
-// token info come from a local transport or a dev-mode hub: they act as
-// HostAgentID with full rights, like every dev-mode caller of the hub.
+// callerOf resolves who a request acts for. Requests over HTTP carry the
+// principal of the hub's authentication in their token info; requests
+// without (stdio, in memory) act for Options.Caller.
 func (s *Server) callerOf(extra *sdk.RequestExtra) caller {
-	var ti *sdkauth.TokenInfo
-	if extra != nil {
-		ti = extra.TokenInfo
+	p, agent := s.opt.Caller, s.opt.Agent
+	if extra != nil && extra.TokenInfo != nil {
+		p, _ = extra.TokenInfo.Extra[tokenPrincipalKey].(core.Principal)
+		agent, _ = extra.TokenInfo.Extra[tokenAgentKey].(string)
 	}
-	if ti == nil {
-		return caller{agentID: s.opt.HostAgentID, admin: true}
-	}
-	if admin, _ := ti.Extra[tokenAdminKey].(bool); admin {
-		return caller{agentID: s.opt.HostAgentID, admin: true, authenticated: true}
-	}
-	id, _ := ti.Extra[tokenAgentKey].(string)
-	return caller{agentID: id, authenticated: true}
+	return caller{p: p, agentID: s.agentFor(p, agent)}
 }
 
-// ensureHost makes sure the host agent exists so that replies to it are
-// accepted and queued. A new host agent is registered as a pull agent; an
-// existing pull agent registered over MCP has its lease renewed when half
-// of it has passed; any other existing agent is left alone.
+// agentFor is the agent principal p acts as: its own; for the operator
+// and dev mode the agent asked for (the server's binding, or the
+// Switchboard-Agent header), else the operator's id or, with auth off,
+// HostAgentID. A principal with no agent of its own and no privilege (an
+// anonymous caller, which the HTTP handler does not let through) acts as
+// nobody: the core refuses what it asks.
+func (s *Server) agentFor(p core.Principal, asked string) string {
+	switch {
+	case p.AgentID != "":
+		return p.AgentID
+	case asked != "" && p.Privileged():
+		return asked
+	case p.Dev:
+		return s.opt.HostAgentID
+	case p.Admin:
+		return s.operatorID
+	}
+	return ""
+}
+
+// hubPrincipal acts for the MCP server itself: it binds the operator's
+// internal id.
+var hubPrincipal = core.InternalPrincipal("mcp")
+
+// ensureHost makes sure the agent c acts as exists, so that answers to it
+// are accepted and queued for it. A missing one is registered as a pull
+// agent of protocol mcp (the operator's internal id by the hub itself,
+// any other by the caller, as the core allows); one registered so has its
+// lease renewed when half of it has passed; any other agent (an ATP
+// agent using its own token, say) is left as it is.
 func (s *Server) ensureHost(ctx context.Context, c caller) error {
+	if c.agentID == "" {
+		return fmt.Errorf("a host without a credential acts as no agent: %w", core.ErrUnauthenticated)
+	}
 	now := s.relay.Clock().Now()
 	s.mu.Lock()
 	last, ok := s.ensured[c.agentID]
@@ -192,19 +284,22 @@ func (s *Server) ensureHost(ctx context.Context, c caller) error {
 	if ok && now.Sub(last) < 30*time.Second {
 		return nil
 	}
-	a, err := s.relay.Store().GetAgent(ctx, c.agentID)
+	p := c.p
+	if c.agentID == s.operatorID {
+		p = hubPrincipal
+	}
+	a, err := s.relay.LookupAgent(ctx, hubPrincipal, c.agentID)
 	switch {
-	case errors.Is(err, core.ErrNotFound):
+	case errIs(err, core.ErrNotFound):
 		host := &core.Agent{ID: c.agentID, Protocol: Protocol, Capabilities: []string{},
-			Endpoint: core.Endpoint{Kind: core.EndpointPull},
-			Card:     core.Card{Name: "MCP host", Description: "An MCP host (an assistant or IDE) using the hub through its MCP server."}}
-		if _, _, err := s.relay.Register(ctx, host, s.opt.HostLease); err != nil {
+			Endpoint: core.Endpoint{Kind: core.EndpointPull}, Card: s.hostCard(c)}
+		if _, _, err := s.relay.RegisterAs(ctx, p, host, s.opt.HostLease); err != nil {
 			return fmt.Errorf("register host agent %q: %w", c.agentID, err)
 		}
 	case err != nil:
 		return err
 	case a.Endpoint.Kind == core.EndpointPull && a.Protocol == Protocol && a.ExpiresAt.Sub(now) < s.opt.HostLease/2:
-		if _, _, err := s.relay.Heartbeat(ctx, c.agentID, s.opt.HostLease); err != nil {
+		if _, _, err := s.relay.HeartbeatAs(ctx, p, c.agentID, s.opt.HostLease); err != nil {
 			return fmt.Errorf("renew host agent %q: %w", c.agentID, err)
 		}
 	}
@@ -212,6 +307,25 @@ func (s *Server) ensureHost(ctx context.Context, c caller) error {
 	s.ensured[c.agentID] = now
 	s.mu.Unlock()
 	return nil
+}
+
+// hostCard is the card of a host agent this server registers for c: the
+// bound agent takes its access rules from AllowedSenders, and with auth
+// on it takes messages from authenticated senders only.
+func (s *Server) hostCard(c caller) core.Card {
+	card := core.Card{Name: "MCP host", Description: "An MCP host (an assistant or IDE) using the hub through its MCP server."}
+	if c.agentID == s.opt.Agent && c.agentID != "" {
+		card.Name = c.agentID
+		card.Description = "A coding-agent session reached through Switchboard's MCP server: messages to it are pushed into the session."
+		card.Access = &core.Access{RequireAuth: !c.p.Dev, Public: len(s.opt.AllowedSenders) == 0}
+		for _, a := range s.opt.AllowedSenders {
+			if !hasScheme(a) {
+				a = s.relay.URI(a)
+			}
+			card.Access.AllowedAgents = append(card.Access.AllowedAgents, a)
+		}
+	}
+	return card
 }
 
 // minLevel drops records below a level.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -22,32 +23,53 @@ type Backend interface {
 	// server returns the MCP server to connect the stdio session to and a
 	// function that releases it.
 	server(ctx context.Context) (*sdk.Server, func(), error)
+	// serve does the backend's work for the session over r (the channel,
+	// task notifications) until ctx ends.
+	serve(ctx context.Context, r *router)
 }
 
-// ServeStdio serves one MCP session over in and out (newline-delimited
-// JSON-RPC, as MCP's stdio transport defines) until the client closes it or
-// ctx ends.
+// ServeStdio serves MCP over in and out (newline-delimited JSON-RPC, as
+// MCP's stdio transport defines) until the host closes its end or ctx
+// ends. Both protocol eras are served on the one connection (router.go).
 func ServeStdio(ctx context.Context, b Backend, in io.Reader, out io.Writer) error {
 	srv, release, err := b.server(ctx)
 	if err != nil {
 		return err
 	}
 	defer release()
-	t := &sdk.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}}
-	ss, err := srv.Connect(ctx, t, nil)
+	raw, err := (&sdk.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}}).Connect(ctx)
 	if err != nil {
 		return fmt.Errorf("mcp stdio: %w", err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- ss.Wait() }()
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		_ = ss.Close()
-		<-done
-		return nil
+	defer raw.Close()
+	r := newRouter(raw)
+	legacy, err := srv.Connect(ctx, r.legacy, nil)
+	if err != nil {
+		return fmt.Errorf("mcp stdio: %w", err)
 	}
-	if errors.Is(err, io.EOF) || errors.Is(err, sdk.ErrConnectionClosed) {
+	modern, err := srv.Connect(ctx, r.modern, nil)
+	if err != nil {
+		_ = legacy.Close()
+		return fmt.Errorf("mcp stdio: %w", err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); r.run(sctx) }()
+	go func() { defer wg.Done(); b.serve(sctx, r) }()
+	done := make(chan error, 2)
+	go func() { done <- legacy.Wait() }()
+	go func() { done <- modern.Wait() }()
+	select {
+	case err = <-done: // the host closed stdin: both sessions end
+	case <-ctx.Done():
+	}
+	stop()
+	_ = legacy.Close()
+	_ = modern.Close()
+	_ = raw.Close()
+	wg.Wait()
+	if ctx.Err() != nil || errors.Is(err, io.EOF) || errors.Is(err, sdk.ErrConnectionClosed) {
 		err = nil
 	}
 	return err
@@ -57,23 +79,53 @@ type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
 
-// Local is a backend over a relay in this process (an embedded hub): the
-// session acts as opt.HostAgentID with operator rights, since whoever runs
-// the command owns the hub's data.
-func Local(relay *core.Relay, opt Options) Backend { return localBackend{relay: relay, opt: opt} }
+// Local is a backend over a relay in this process (an embedded hub). Its
+// sessions act for opt.Caller — the operator, or dev mode with auth off,
+// since whoever runs the command owns the hub's data — and, with
+// opt.Agent, as that agent, whose messages are pushed into the host as
+// channel notifications.
+func Local(relay *core.Relay, opt Options) Backend { return &localBackend{relay: relay, opt: opt} }
+
+// PrepareAgent registers the agent a Local backend with opt is bound to
+// (opt.Agent), when it is missing, so that messages sent to it before the
+// host connects are accepted and kept. It does nothing without opt.Agent.
+func PrepareAgent(ctx context.Context, relay *core.Relay, opt Options) error {
+	if opt.Agent == "" {
+		return nil
+	}
+	opt.defaults()
+	s := &Server{relay: relay, opt: opt, ensured: map[string]time.Time{}, operatorID: relay.InternalID(operatorKind)}
+	return s.ensureHost(ctx, caller{p: opt.Caller, agentID: s.agentFor(opt.Caller, opt.Agent)})
+}
 
 type localBackend struct {
 	relay *core.Relay
 	opt   Options
+	s     *Server
 }
 
-func (b localBackend) server(ctx context.Context) (*sdk.Server, func(), error) {
-	s := New(b.relay, b.opt)
+func (b *localBackend) server(ctx context.Context) (*sdk.Server, func(), error) {
+	b.s = New(b.relay, b.opt)
 	wctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); s.Watch(wctx) }()
-	return s.SDK(), func() { cancel(); wg.Wait() }, nil
+	go func() { defer wg.Done(); _ = b.s.Run(wctx) }()
+	return b.s.SDK(), func() { cancel(); wg.Wait() }, nil
+}
+
+func (b *localBackend) serve(ctx context.Context, r *router) {
+	var wg sync.WaitGroup
+	if b.s.tasks != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); b.s.tasks.notifyOver(ctx, r) }()
+	}
+	if b.opt.Agent != "" {
+		c := caller{p: b.opt.Caller, agentID: b.s.agentFor(b.opt.Caller, b.opt.Agent)}
+		ch := &channel{inbox: &localInbox{s: b.s, c: c}, notify: r, log: b.s.opt.Logger, allowed: b.s.allowedSender(c)}
+		wg.Add(1)
+		go func() { defer wg.Done(); ch.run(ctx, r.Initialized()) }()
+	}
+	wg.Wait()
 }
 
 // RemoteOptions configure a Remote backend.
@@ -88,6 +140,12 @@ type RemoteOptions struct {
 	HTTPClient *http.Client
 	// Version is reported as the bridge's version.
 	Version string
+	// Agent binds the bridge to the agent the token belongs to (or, with
+	// the admin token or a hub with auth off, names it): its messages are
+	// pushed into the host as channel notifications.
+	Agent string
+	// Logger logs the bridge's activity [slog.Default()].
+	Logger *slog.Logger
 }
 
 // Remote is a backend that bridges the stdio session to a running hub's
@@ -108,15 +166,20 @@ type remoteBackend struct {
 	toolNames, resourceURIs, templateURIs, promptNames []string
 }
 
-// bearerTransport adds the Authorization header.
-type bearerTransport struct {
-	token string
-	next  http.RoundTripper
+// headerTransport adds the Authorization and Switchboard-Agent headers.
+type headerTransport struct {
+	token, agent string
+	next         http.RoundTripper
 }
 
-func (t bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+t.token)
+	if t.token != "" {
+		r.Header.Set("Authorization", "Bearer "+t.token)
+	}
+	if t.agent != "" {
+		r.Header.Set(AgentHeader, t.agent)
+	}
 	return t.next.RoundTrip(r)
 }
 
@@ -128,13 +191,13 @@ func (b *remoteBackend) server(ctx context.Context) (*sdk.Server, func(), error)
 	if hc == nil {
 		hc = &http.Client{}
 	}
-	if b.opt.Token != "" {
+	if b.opt.Token != "" || b.opt.Agent != "" {
 		next := hc.Transport
 		if next == nil {
 			next = http.DefaultTransport
 		}
 		c := *hc
-		c.Transport = bearerTransport{token: b.opt.Token, next: next}
+		c.Transport = headerTransport{token: b.opt.Token, agent: b.opt.Agent, next: next}
 		hc = &c
 	}
 	version := b.opt.Version
@@ -163,6 +226,10 @@ func (b *remoteBackend) server(ctx context.Context) (*sdk.Server, func(), error)
 	init := cs.InitializeResult()
 	impl := &sdk.Implementation{Name: "switchboard", Version: version}
 	opts := &sdk.ServerOptions{
+		// Logging stays declared (logging/setLevel) for the revisions before
+		// 2026-07-28, which deprecated it.
+		//lint:ignore SA1019 served for the older revisions
+		Capabilities: &sdk.ServerCapabilities{Logging: &sdk.LoggingCapabilities{}},
 		SubscribeHandler: func(ctx context.Context, req *sdk.SubscribeRequest) error {
 			return cs.Subscribe(ctx, &sdk.SubscribeParams{URI: req.Params.URI})
 		},
@@ -179,6 +246,10 @@ func (b *remoteBackend) server(ctx context.Context) (*sdk.Server, func(), error)
 		}
 		opts.Instructions = init.Instructions
 	}
+	if b.opt.Agent != "" {
+		opts.Capabilities.Experimental = map[string]any{ChannelCapability: map[string]any{}}
+		opts.Instructions += "\n\n" + channelInstructions(b.opt.Agent)
+	}
 	local := sdk.NewServer(impl, opts)
 	b.mu.Lock()
 	b.local, b.cs = local, cs
@@ -188,6 +259,18 @@ func (b *remoteBackend) server(ctx context.Context) (*sdk.Server, func(), error)
 		return nil, nil, err
 	}
 	return local, func() { _ = cs.Close() }, nil
+}
+
+func (b *remoteBackend) serve(ctx context.Context, r *router) {
+	if b.opt.Agent == "" {
+		return
+	}
+	log := b.opt.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	ch := &channel{inbox: &remoteInbox{cs: b.cs, agent: b.opt.Agent}, notify: r, log: log}
+	ch.run(ctx, r.Initialized())
 }
 
 func (b *remoteBackend) localServer() *sdk.Server {

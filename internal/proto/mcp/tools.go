@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -12,40 +11,45 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/core"
 )
 
-// Tool errors (results with isError), matched with errors.Is in tests.
-var (
-	ErrNotFound  = errors.New("not found")
-	ErrForbidden = errors.New("forbidden")
-	ErrInvalid   = errors.New("invalid argument")
-)
-
 func ptr[T any](v T) *T { return &v }
 
 func (s *Server) addTools() {
 	ro := &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)}
-	sdk.AddTool(s.srv, &sdk.Tool{Name: "list_agents", Title: "List agents",
+	tool(s, &sdk.Tool{Name: "list_agents", Title: "List agents",
 		Description: "List the agents registered on the hub, optionally only those offering a capability or only those online.",
 		Annotations: ro}, s.listAgents)
-	sdk.AddTool(s.srv, &sdk.Tool{Name: "get_agent_card", Title: "Get an agent's card",
+	tool(s, &sdk.Tool{Name: "get_agent_card", Title: "Get an agent's card",
 		Description: "Get one agent's card: what it is, what it accepts, how it is reached.",
 		Annotations: ro}, s.getAgentCard)
-	sdk.AddTool(s.srv, &sdk.Tool{Name: "send_message", Title: "Send a message",
+	tool(s, &sdk.Tool{Name: "send_message", Title: "Send a message",
 		Description: "Send a message (text or multimodal parts) to any agent on the hub, whatever protocol it speaks. " +
 			"Returns at once with the message id and its receipt; use wait_for_reply with that id for the agent's answer.",
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: ptr(false), OpenWorldHint: ptr(true)}}, s.sendMessage)
-	sdk.AddTool(s.srv, &sdk.Tool{Name: "get_receipt", Title: "Get a message's receipt",
+	tool(s, &sdk.Tool{Name: "reply", Title: "Reply to a message",
+		Description: "Answer a message you received (a channel event's message_id, or one from check_inbox or wait_for_reply): " +
+			"the answer goes to its sender, in its conversation, correlated to it.",
+		Annotations: &sdk.ToolAnnotations{DestructiveHint: ptr(false), OpenWorldHint: ptr(true)}}, s.reply)
+	tool(s, &sdk.Tool{Name: "get_receipt", Title: "Get a message's receipt",
 		Description: "Get the delivery receipt of a message: queued, delivered, rejected, timeout or expired, with its history.",
 		Annotations: ro}, s.getReceipt)
-	sdk.AddTool(s.srv, &sdk.Tool{Name: "wait_for_reply", Title: "Wait for a reply",
-		Description: "Wait for the reply to a message you sent (a message whose correlation_id is its id), " +
-			"or, without message_id, for the next message addressed to you. Reports progress while waiting.",
+	tool(s, &sdk.Tool{Name: "wait_for_reply", Title: "Wait for a reply",
+		Description: "Wait for the answer to a message you sent — a message whose correlation_id is its id, or the answer " +
+			"the receiver gave when the message was delivered — or, without message_id, for the next message addressed to you. " +
+			"Reports progress while waiting.",
 		Annotations: ro}, s.waitForReply)
-	sdk.AddTool(s.srv, &sdk.Tool{Name: "list_conversations", Title: "List conversations",
+	tool(s, &sdk.Tool{Name: "list_conversations", Title: "List conversations",
 		Description: "List the conversations you take part in, most recent first.",
 		Annotations: ro}, s.listConversations)
-	sdk.AddTool(s.srv, &sdk.Tool{Name: "get_conversation", Title: "Get a conversation",
-		Description: "Get a conversation and its messages in order.",
+	tool(s, &sdk.Tool{Name: "get_conversation", Title: "Get a conversation",
+		Description: "Get a conversation you take part in and its messages in order.",
 		Annotations: ro}, s.getConversation)
+	tool(s, &sdk.Tool{Name: "check_inbox", Title: "Check your inbox",
+		Description: "Get the messages addressed to you that you have not read yet, oldest first, optionally waiting for one. " +
+			"They count as read unless ack is false; then acknowledge them with ack_messages once handled, or they come back.",
+		Annotations: &sdk.ToolAnnotations{DestructiveHint: ptr(false), OpenWorldHint: ptr(false)}}, s.checkInbox)
+	tool(s, &sdk.Tool{Name: "ack_messages", Title: "Acknowledge messages",
+		Description: "Acknowledge messages that check_inbox returned with ack false: they will not come back.",
+		Annotations: &sdk.ToolAnnotations{DestructiveHint: ptr(false), IdempotentHint: true, OpenWorldHint: ptr(false)}}, s.ackMessages)
 }
 
 // ListAgentsInput is list_agents' input.
@@ -64,7 +68,7 @@ type ListAgentsOutput struct {
 func limitOf(n, def, max int) (int, error) {
 	switch {
 	case n < 0:
-		return 0, fmt.Errorf("%w: limit must not be negative", ErrInvalid)
+		return 0, invalid("limit must not be negative")
 	case n == 0:
 		return def, nil
 	case n > max:
@@ -78,19 +82,20 @@ func (s *Server) listAgents(ctx context.Context, req *sdk.CallToolRequest, in Li
 	if err != nil {
 		return nil, ListAgentsOutput{}, err
 	}
-	out, err := s.agents(ctx, in.Capability, in.Alive, limit)
+	out, err := s.agents(ctx, s.callerOf(req.Extra), in.Capability, in.Alive, limit)
 	if err != nil {
 		return nil, ListAgentsOutput{}, err
 	}
 	return nil, ListAgentsOutput{Agents: out, Count: len(out)}, nil
 }
 
-func (s *Server) agents(ctx context.Context, capability string, alive bool, limit int) ([]AgentView, error) {
+// agents lists the agents c may see (hidden ones only to the operator).
+func (s *Server) agents(ctx context.Context, c caller, capability string, alive bool, limit int) ([]AgentView, error) {
 	f := core.AgentFilter{Capability: capability, Limit: limit}
 	if alive {
 		f.AliveAt = s.relay.Clock().Now()
 	}
-	list, err := s.relay.Store().ListAgents(ctx, f)
+	list, err := s.relay.ListAgents(ctx, c.p, f)
 	if err != nil {
 		return nil, err
 	}
@@ -111,10 +116,7 @@ func (s *Server) getAgentCard(ctx context.Context, req *sdk.CallToolRequest, in 
 	if err != nil {
 		return nil, AgentView{}, err
 	}
-	a, err := s.relay.Store().GetAgent(ctx, id)
-	if errors.Is(err, core.ErrNotFound) {
-		return nil, AgentView{}, fmt.Errorf("agent %q: %w", id, ErrNotFound)
-	}
+	a, err := s.relay.LookupAgent(ctx, s.callerOf(req.Extra).p, id)
 	if err != nil {
 		return nil, AgentView{}, err
 	}
@@ -127,15 +129,18 @@ func (s *Server) agentID(v string) (string, error) {
 	if rest, ok := strings.CutPrefix(v, "agent://"); ok {
 		host, id, found := strings.Cut(rest, "/")
 		if !found || host != s.relay.Config().Host {
-			return "", fmt.Errorf("%w: %q is not an agent of this hub (agent://%s/…)", ErrInvalid, v, s.relay.Config().Host)
+			return "", invalid("%q is not an agent of this hub (agent://%s/…)", v, s.relay.Config().Host)
 		}
 		v = id
 	}
 	if !core.ValidAgentID(v) {
-		return "", fmt.Errorf("%w: %q is not a valid agent id", ErrInvalid, v)
+		return "", invalid("%q is not a valid agent id", v)
 	}
 	return v, nil
 }
+
+// hasScheme reports whether v is a URI (agent://…) rather than an id.
+func hasScheme(v string) bool { return strings.Contains(v, "://") }
 
 // SendMessageInput is send_message's input.
 type SendMessageInput struct {
@@ -144,10 +149,10 @@ type SendMessageInput struct {
 	Parts          []Part         `json:"parts,omitempty" jsonschema:"multimodal content parts, after the text if both are given"`
 	Type           string         `json:"type,omitempty" jsonschema:"the message type (default task)"`
 	ConversationID string         `json:"conversation_id,omitempty" jsonschema:"the conversation the message belongs to"`
-	CorrelationID  string         `json:"correlation_id,omitempty" jsonschema:"the id of a message this one answers"`
+	CorrelationID  string         `json:"correlation_id,omitempty" jsonschema:"the id of a message you received that this one answers"`
 	TTLMs          int64          `json:"ttl_ms,omitempty" jsonschema:"how long the hub keeps trying to deliver, in milliseconds (default: the hub's)"`
 	MessageID      string         `json:"message_id,omitempty" jsonschema:"an idempotency key: resending the same id returns the first outcome"`
-	Metadata       map[string]any `json:"metadata,omitempty"`
+	Metadata       map[string]any `json:"metadata,omitempty" jsonschema:"metadata carried with the message"`
 }
 
 // SendMessageOutput is send_message's output.
@@ -162,53 +167,51 @@ type SendMessageOutput struct {
 }
 
 func (s *Server) sendMessage(ctx context.Context, req *sdk.CallToolRequest, in SendMessageInput) (*sdk.CallToolResult, SendMessageOutput, error) {
-	c := s.callerOf(req.Extra)
-	m, err := s.toMessage(c, in)
+	to, err := s.agentID(in.To)
 	if err != nil {
 		return nil, SendMessageOutput{}, err
 	}
-	recv, err := s.relay.Store().GetAgent(ctx, m.Receiver)
-	if errors.Is(err, core.ErrNotFound) {
-		return nil, SendMessageOutput{}, fmt.Errorf("receiver %q is not registered on this hub (status unreachable): %w", m.Receiver, ErrNotFound)
-	}
+	out, err := s.send(ctx, s.callerOf(req.Extra), to, in)
 	if err != nil {
 		return nil, SendMessageOutput{}, err
 	}
-	if err := core.CheckAccess(recv, s.relay.URI(c.agentID), c.authenticated || c.admin); err != nil {
-		return nil, SendMessageOutput{}, err
-	}
-	if err := s.ensureHost(ctx, c); err != nil {
-		return nil, SendMessageOutput{}, err
-	}
-	res, err := s.relay.Send(ctx, m)
-	if err != nil {
-		return nil, SendMessageOutput{}, err
-	}
-	rc := res.Receipt
-	out := SendMessageOutput{MessageID: m.ID, Status: string(rc.Status), Sender: m.Sender, Receiver: m.Receiver,
-		ConversationID: m.ConversationID, Duplicate: res.Duplicate, Receipt: receiptView(&rc)}
-	text := fmt.Sprintf("Message %s to %s: %s. Call wait_for_reply with message_id %q for the answer.", m.ID, m.Receiver, rc.Status, m.ID)
+	text := fmt.Sprintf("Message %s to %s: %s. Call wait_for_reply with message_id %q for the answer.", out.MessageID, out.Receiver, out.Status, out.MessageID)
 	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}}, out, nil
 }
 
-// toMessage validates send_message's input and builds the core message.
-func (s *Server) toMessage(c caller, in SendMessageInput) (*core.Message, error) {
-	to, err := s.agentID(in.To)
+// send sends in to agent to for c: the core decides whether c may send as
+// its agent, to the receiver, in the conversation and as an answer.
+func (s *Server) send(ctx context.Context, c caller, to string, in SendMessageInput) (SendMessageOutput, error) {
+	m, err := s.toMessage(c, to, in)
 	if err != nil {
-		return nil, err
+		return SendMessageOutput{}, err
 	}
+	if err := s.ensureHost(ctx, c); err != nil {
+		return SendMessageOutput{}, err
+	}
+	res, err := s.relay.SendAs(ctx, c.p, m)
+	if err != nil {
+		return SendMessageOutput{}, err
+	}
+	rc := res.Receipt
+	return SendMessageOutput{MessageID: m.ID, Status: string(rc.Status), Sender: m.Sender, Receiver: m.Receiver,
+		ConversationID: m.ConversationID, Duplicate: res.Duplicate, Receipt: receiptView(&rc)}, nil
+}
+
+// toMessage validates send_message's input and builds the core message.
+func (s *Server) toMessage(c caller, to string, in SendMessageInput) (*core.Message, error) {
 	parts, err := ToParts(in.Text, in.Parts)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, invalid("%v", err)
 	}
 	if in.TTLMs < 0 {
-		return nil, fmt.Errorf("%w: ttl_ms must be positive", ErrInvalid)
+		return nil, invalid("ttl_ms must be positive")
 	}
-	if max := s.relay.Config().MaxTTL; time.Duration(in.TTLMs)*time.Millisecond > max || in.TTLMs > max.Milliseconds() {
-		return nil, fmt.Errorf("%w: ttl_ms must be at most %d", ErrInvalid, max.Milliseconds())
+	if max := s.relay.Config().MaxTTL; in.TTLMs > max.Milliseconds() {
+		return nil, invalid("ttl_ms must be at most %d", max.Milliseconds())
 	}
 	if len(in.MessageID) > 200 {
-		return nil, fmt.Errorf("%w: message_id is longer than 200 characters", ErrInvalid)
+		return nil, invalid("message_id is longer than 200 characters")
 	}
 	id := in.MessageID
 	if id == "" {
@@ -229,218 +232,15 @@ type MessageIDInput struct {
 }
 
 func (s *Server) getReceipt(ctx context.Context, req *sdk.CallToolRequest, in MessageIDInput) (*sdk.CallToolResult, ReceiptView, error) {
-	rc, err := s.readableReceipt(ctx, s.callerOf(req.Extra), in.MessageID)
+	if in.MessageID == "" {
+		return nil, ReceiptView{}, invalid("message_id is required")
+	}
+	rc, err := s.relay.ReceiptFor(ctx, s.callerOf(req.Extra).p, in.MessageID)
 	if err != nil {
 		return nil, ReceiptView{}, err
 	}
 	return nil, receiptView(rc), nil
 }
-
-// readableReceipt returns a receipt the caller may read: its sender's or
-// receiver's, or any for admin callers.
-func (s *Server) readableReceipt(ctx context.Context, c caller, id string) (*core.Receipt, error) {
-	if id == "" {
-		return nil, fmt.Errorf("%w: message_id is required", ErrInvalid)
-	}
-	rc, err := s.relay.Receipt(ctx, id)
-	if errors.Is(err, core.ErrNotFound) {
-		return nil, fmt.Errorf("message %q: %w", id, ErrNotFound)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if !c.admin && rc.Sender != c.agentID && rc.Receiver != c.agentID {
-		return nil, fmt.Errorf("message %q is neither from nor to %q: %w", id, c.agentID, ErrForbidden)
-	}
-	return rc, nil
-}
-
-// WaitInput is wait_for_reply's input.
-type WaitInput struct {
-	MessageID string `json:"message_id,omitempty" jsonschema:"the id of a message you sent; without it, wait for the next message addressed to you"`
-	TimeoutMs int64  `json:"timeout_ms,omitempty" jsonschema:"how long to wait in milliseconds (default 30000)"`
-}
-
-// Outcomes of wait_for_reply.
-const (
-	OutcomeReply         = "reply"         // a reply (or, without message_id, a message) arrived
-	OutcomeTimeout       = "timeout"       // nothing arrived within timeout_ms; call again to keep waiting
-	OutcomeUndeliverable = "undeliverable" // the message ended rejected, timeout or expired: no reply will come
-)
-
-// WaitOutput is wait_for_reply's output.
-type WaitOutput struct {
-	Outcome  string       `json:"outcome" jsonschema:"reply, timeout (call again to keep waiting) or undeliverable"`
-	Reply    *MessageView `json:"reply,omitempty" jsonschema:"the message that arrived"`
-	Receipt  *ReceiptView `json:"receipt,omitempty" jsonschema:"the receipt of the message waited on"`
-	WaitedMs int64        `json:"waited_ms"`
-}
-
-func (s *Server) waitForReply(ctx context.Context, req *sdk.CallToolRequest, in WaitInput) (*sdk.CallToolResult, WaitOutput, error) {
-	c := s.callerOf(req.Extra)
-	if in.TimeoutMs < 0 {
-		return nil, WaitOutput{}, fmt.Errorf("%w: timeout_ms must not be negative", ErrInvalid)
-	}
-	timeout := time.Duration(in.TimeoutMs) * time.Millisecond
-	if in.TimeoutMs == 0 {
-		timeout = s.opt.DefaultWait
-	}
-	if timeout > s.opt.MaxWait || in.TimeoutMs > s.opt.MaxWait.Milliseconds() {
-		timeout = s.opt.MaxWait
-	}
-	var w waiter
-	if in.MessageID != "" {
-		rc, err := s.readableReceipt(ctx, c, in.MessageID)
-		if err != nil {
-			return nil, WaitOutput{}, err
-		}
-		w = &resultWaiter{s: s, c: c, id: rc.MessageID}
-	} else {
-		if err := s.ensureHost(ctx, c); err != nil {
-			return nil, WaitOutput{}, err
-		}
-		w = &queueWaiter{s: s, c: c}
-	}
-	start := time.Now()
-	out, err := s.wait(ctx, req, w, timeout)
-	if err != nil {
-		return nil, WaitOutput{}, err
-	}
-	out.WaitedMs = time.Since(start).Milliseconds()
-	res := &sdk.CallToolResult{}
-	switch {
-	case out.Reply != nil:
-		m := out.reply
-		head := fmt.Sprintf("Message %s from %s (type %s):", m.ID, m.Sender, m.Type)
-		res.Content = append([]sdk.Content{&sdk.TextContent{Text: head}}, Contents(m.Parts)...)
-	case out.Outcome == OutcomeUndeliverable:
-		res.Content = []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf("Message %s ended %s: no reply will come (%s).",
-			out.Receipt.MessageID, out.Receipt.Status, out.Receipt.LastError)}}
-	default:
-		res.Content = []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf("No reply after %d ms; call wait_for_reply again to keep waiting.", out.WaitedMs)}}
-	}
-	return res, out.WaitOutput, nil
-}
-
-// waitResult is a wait's outcome and the message behind it.
-type waitResult struct {
-	WaitOutput
-	reply *core.Message
-}
-
-// waiter is one kind of wait: poll checks whether it is over.
-type waiter interface {
-	// poll returns a result when the wait is over, nil otherwise.
-	poll(ctx context.Context) (*waitResult, error)
-	// wakes reports whether an event may end the wait.
-	wakes(e core.Event) bool
-	// describe is the progress message.
-	describe() string
-}
-
-// wait polls w whenever a relevant relay event arrives (and at least every
-// ProgressEvery), sending a progress notification each interval when the
-// request asked for progress, until w is done, timeout passes or the
-// request is cancelled.
-func (s *Server) wait(ctx context.Context, req *sdk.CallToolRequest, w waiter, timeout time.Duration) (*waitResult, error) {
-	events, stop := s.relay.Events().Subscribe(64)
-	defer stop()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(s.opt.ProgressEvery)
-	defer tick.Stop()
-	token := req.Params.GetProgressToken()
-	start := time.Now()
-	for {
-		r, err := w.poll(ctx)
-		if err != nil || r != nil {
-			return r, err
-		}
-	idle:
-		for {
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-deadline.C:
-				return &waitResult{WaitOutput: WaitOutput{Outcome: OutcomeTimeout}}, nil
-			case e := <-events:
-				if w.wakes(e) {
-					break idle
-				}
-			case <-tick.C:
-				if token != nil && req.Session != nil {
-					el := time.Since(start)
-					_ = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: token,
-						Progress: el.Seconds(), Total: timeout.Seconds(),
-						Message: fmt.Sprintf("%s (%.0fs of %.0fs)", w.describe(), el.Seconds(), timeout.Seconds())})
-				}
-				break idle
-			}
-		}
-	}
-}
-
-// resultWaiter waits for a message correlated to id.
-type resultWaiter struct {
-	s  *Server
-	c  caller
-	id string
-}
-
-func (w *resultWaiter) poll(ctx context.Context) (*waitResult, error) {
-	ms, err := w.s.relay.Store().Results(ctx, w.id, 1)
-	if err != nil {
-		return nil, err
-	}
-	rc, err := w.s.relay.Receipt(ctx, w.id)
-	if err != nil {
-		return nil, err
-	}
-	rv := receiptView(rc)
-	if len(ms) > 0 {
-		m := ms[0]
-		if m.Receiver == w.c.agentID {
-			// The reply is in the host's queue: it is delivered now.
-			if _, err := w.s.relay.Ack(ctx, w.c.agentID, []string{m.ID}); err != nil {
-				return nil, err
-			}
-		}
-		mv := messageView(m)
-		return &waitResult{WaitOutput: WaitOutput{Outcome: OutcomeReply, Reply: &mv, Receipt: &rv}, reply: m}, nil
-	}
-	if rc.Status.Terminal() && rc.Status != core.StatusDelivered {
-		return &waitResult{WaitOutput: WaitOutput{Outcome: OutcomeUndeliverable, Receipt: &rv}}, nil
-	}
-	return nil, nil
-}
-
-func (w *resultWaiter) wakes(e core.Event) bool {
-	return e.CorrelationID == w.id || e.MessageID == w.id
-}
-
-func (w *resultWaiter) describe() string { return "waiting for the reply to " + w.id }
-
-// queueWaiter waits for the next message queued for the host agent.
-type queueWaiter struct {
-	s *Server
-	c caller
-}
-
-func (w *queueWaiter) poll(ctx context.Context) (*waitResult, error) {
-	ms, err := w.s.relay.Pull(ctx, w.c.agentID, 1, 0, true)
-	if err != nil || len(ms) == 0 {
-		return nil, err
-	}
-	m := ms[0]
-	mv := messageView(m)
-	return &waitResult{WaitOutput: WaitOutput{Outcome: OutcomeReply, Reply: &mv}, reply: m}, nil
-}
-
-func (w *queueWaiter) wakes(e core.Event) bool {
-	return e.Receiver == w.c.agentID && (e.Type == core.EventAccepted || e.Type == core.EventReplayed)
-}
-
-func (w *queueWaiter) describe() string { return "waiting for a message to " + w.c.agentID }
 
 // ListConversationsInput is list_conversations' input.
 type ListConversationsInput struct {
@@ -460,31 +260,36 @@ func (s *Server) listConversations(ctx context.Context, req *sdk.CallToolRequest
 		return nil, ListConversationsOutput{}, err
 	}
 	who := c.agentID
-	switch {
-	case in.AgentID == "*" && c.admin:
+	switch in.AgentID {
+	case "":
+	case "*":
 		who = ""
-	case in.AgentID == "" || in.AgentID == c.agentID:
-	case c.admin:
+	default:
 		if who, err = s.agentID(in.AgentID); err != nil {
 			return nil, ListConversationsOutput{}, err
 		}
-	default:
-		return nil, ListConversationsOutput{}, fmt.Errorf("listing another agent's conversations needs operator rights: %w", ErrForbidden)
 	}
-	cs, err := s.relay.Store().ListConversations(ctx, who, limit)
+	list, err := s.conversations(ctx, c, who, limit)
+	return nil, ListConversationsOutput{Conversations: list}, err
+}
+
+// conversations lists agent's conversations (all for ""), as the core
+// lets c see them.
+func (s *Server) conversations(ctx context.Context, c caller, agent string, limit int) ([]ConversationView, error) {
+	cs, err := s.relay.Conversations(ctx, c.p, agent, limit)
 	if err != nil {
-		return nil, ListConversationsOutput{}, err
+		return nil, err
 	}
-	out := ListConversationsOutput{Conversations: make([]ConversationView, 0, len(cs))}
+	out := make([]ConversationView, 0, len(cs))
 	for _, cv := range cs {
-		out.Conversations = append(out.Conversations, conversationView(cv))
+		out = append(out, conversationView(cv))
 	}
-	return nil, out, nil
+	return out, nil
 }
 
 // GetConversationInput is get_conversation's input.
 type GetConversationInput struct {
-	ConversationID string `json:"conversation_id"`
+	ConversationID string `json:"conversation_id" jsonschema:"the conversation's id"`
 	AfterSeq       int64  `json:"after_seq,omitempty" jsonschema:"only messages after this sequence number (for paging)"`
 	Limit          int    `json:"limit,omitempty" jsonschema:"at most this many messages (default 100, at most 1000)"`
 }
@@ -497,7 +302,7 @@ type ConversationOutput struct {
 
 func (s *Server) getConversation(ctx context.Context, req *sdk.CallToolRequest, in GetConversationInput) (*sdk.CallToolResult, ConversationOutput, error) {
 	if in.AfterSeq < 0 {
-		return nil, ConversationOutput{}, fmt.Errorf("%w: after_seq must not be negative", ErrInvalid)
+		return nil, ConversationOutput{}, invalid("after_seq must not be negative")
 	}
 	limit, err := limitOf(in.Limit, 100, 1000)
 	if err != nil {
@@ -507,23 +312,18 @@ func (s *Server) getConversation(ctx context.Context, req *sdk.CallToolRequest, 
 	return nil, out, err
 }
 
-// conversation returns a conversation the caller takes part in (any for
-// admin callers) with its messages.
+// conversation returns a conversation with its messages when c is a
+// member (or the operator); the core answers a non-member as it answers
+// an unknown conversation.
 func (s *Server) conversation(ctx context.Context, c caller, id string, after int64, limit int) (ConversationOutput, error) {
 	if id == "" {
-		return ConversationOutput{}, fmt.Errorf("%w: conversation_id is required", ErrInvalid)
+		return ConversationOutput{}, invalid("conversation_id is required")
 	}
-	cv, err := s.relay.Store().GetConversation(ctx, id)
-	if errors.Is(err, core.ErrNotFound) {
-		return ConversationOutput{}, fmt.Errorf("conversation %q: %w", id, ErrNotFound)
-	}
+	cv, err := s.relay.Conversation(ctx, c.p, id)
 	if err != nil {
 		return ConversationOutput{}, err
 	}
-	if !c.admin && !participant(cv, c.agentID) {
-		return ConversationOutput{}, fmt.Errorf("%q does not take part in conversation %q: %w", c.agentID, id, ErrForbidden)
-	}
-	ms, err := s.relay.Store().ConversationMessages(ctx, id, after, limit)
+	ms, err := s.relay.ConversationMessages(ctx, c.p, id, after, limit)
 	if err != nil {
 		return ConversationOutput{}, err
 	}
@@ -534,11 +334,35 @@ func (s *Server) conversation(ctx context.Context, c caller, id string, after in
 	return out, nil
 }
 
-func participant(c *core.Conversation, agentID string) bool {
-	for _, p := range c.Participants {
-		if p.AgentID == agentID {
-			return true
-		}
+// ReplyInput is reply's input.
+type ReplyInput struct {
+	MessageID string `json:"message_id" jsonschema:"the id of the message you answer"`
+	Text      string `json:"text,omitempty" jsonschema:"the answer's text"`
+	Parts     []Part `json:"parts,omitempty" jsonschema:"multimodal content parts, after the text if both are given"`
+	Type      string `json:"type,omitempty" jsonschema:"the answer's type (default task.result)"`
+}
+
+func (s *Server) reply(ctx context.Context, req *sdk.CallToolRequest, in ReplyInput) (*sdk.CallToolResult, SendMessageOutput, error) {
+	if in.MessageID == "" {
+		return nil, SendMessageOutput{}, invalid("message_id is required")
 	}
-	return false
+	c := s.callerOf(req.Extra)
+	m, err := s.relay.MessageFor(ctx, c.p, in.MessageID)
+	if err != nil {
+		return nil, SendMessageOutput{}, err
+	}
+	if m.Receiver != c.agentID {
+		return nil, SendMessageOutput{}, invalid("message %q was sent to %s, not to you (%s): reply answers messages you received", m.ID, m.Receiver, c.agentID)
+	}
+	typ := in.Type
+	if typ == "" {
+		typ = "task.result"
+	}
+	out, err := s.send(ctx, c, m.Sender, SendMessageInput{Text: in.Text, Parts: in.Parts, Type: typ,
+		ConversationID: m.ConversationID, CorrelationID: m.ID})
+	if err != nil {
+		return nil, SendMessageOutput{}, err
+	}
+	text := fmt.Sprintf("Answer %s sent to %s (%s).", out.MessageID, out.Receiver, out.Status)
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}}, out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-hub/switchboard/internal/amp"
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	mcpadapter "github.com/switchboard-hub/switchboard/internal/proto/mcp"
@@ -38,7 +40,8 @@ func (c *fakeClock) Advance(d time.Duration) {
 
 func TestToolsHaveSchemas(t *testing.T) {
 	e := newEnv(t, hub.Options{}, mcpadapter.Options{})
-	want := []string{"get_agent_card", "get_conversation", "get_receipt", "list_agents", "list_conversations", "send_message", "wait_for_reply"}
+	want := []string{"ack_messages", "check_inbox", "get_agent_card", "get_conversation", "get_receipt", "list_agents", "list_conversations",
+		"reply", "send_message", "wait_for_reply"}
 	var got []string
 	for tool, err := range e.cs.Tools(context.Background(), nil) {
 		if err != nil {
@@ -67,7 +70,7 @@ func TestListAgents(t *testing.T) {
 		lease time.Duration
 	}{{"translator", []string{"translate"}, 300 * time.Second}, {"summarizer", []string{"summarize"}, 300 * time.Second},
 		{"old-translator", []string{"translate"}, 10 * time.Second}} {
-		if _, _, err := e.hub.Relay.Register(ctx, &core.Agent{ID: a.id, Capabilities: a.caps, Protocol: "atp"}, a.lease); err != nil {
+		if _, _, err := e.hub.Relay.RegisterAs(ctx, core.AdminPrincipal(), &core.Agent{ID: a.id, Capabilities: a.caps, Protocol: "atp"}, a.lease); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -196,6 +199,29 @@ func TestSendMessageAndWaitForReply(t *testing.T) {
 	}
 }
 
+// TestWaitForReplyInline: an answer the receiver gave in its response to
+// the delivery (the ATP tutorial's worker) is the reply.
+func TestWaitForReplyInline(t *testing.T) {
+	e := newEnv(t, hub.Options{}, mcpadapter.Options{})
+	startInlineWorker(t, e.base, "reverser")
+	var sent mcpadapter.SendMessageOutput
+	if res := e.call("send_message", map[string]any{"to": "reverser", "text": "abc"}, &sent); res.IsError {
+		t.Fatal(resultText(res))
+	}
+	var out mcpadapter.WaitOutput
+	res := e.call("wait_for_reply", map[string]any{"message_id": sent.MessageID, "timeout_ms": 30000}, &out)
+	if res.IsError {
+		t.Fatal(resultText(res))
+	}
+	if out.Outcome != mcpadapter.OutcomeReply || out.Source != mcpadapter.SourceInline || out.Reply == nil ||
+		out.Reply.Text != "inline: abc" || out.Reply.Sender != "reverser" || out.Reply.CorrelationID != sent.MessageID {
+		t.Fatalf("wait = %+v reply %+v", out, out.Reply)
+	}
+	if !strings.Contains(resultText(res), "inline: abc") {
+		t.Fatalf("content = %q", resultText(res))
+	}
+}
+
 func decode(t *testing.T, res *sdk.CallToolResult, out any) {
 	t.Helper()
 	b, _ := json.Marshal(res.StructuredContent)
@@ -241,7 +267,7 @@ func TestSendMessageErrors(t *testing.T) {
 		args map[string]any
 		want string
 	}{
-		{"unknown receiver", map[string]any{"to": "ghost", "text": "hi"}, "not registered"},
+		{"unknown receiver", map[string]any{"to": "ghost", "text": "hi"}, "not_found: receiver \"ghost\": unknown receiver"},
 		{"no content", map[string]any{"to": "texter"}, "give text or at least one part"},
 		{"bad kind", map[string]any{"to": "texter", "parts": []any{map[string]any{"kind": "video"}}}, "kind"},
 		{"image with url and bytes", map[string]any{"to": "texter", "parts": []any{map[string]any{"kind": "image", "url": "https://x/y.png", "bytes_base64": img}}}, "exactly one"},
@@ -305,7 +331,7 @@ func TestGetReceipt(t *testing.T) {
 	if v.Status != string(rc.Status) || v.Status != "delivered" || !v.Terminal || len(v.History) < 2 || v.Attempts != 1 {
 		t.Fatalf("receipt = %+v", v)
 	}
-	if reply, _ := v.Reply.(map[string]any); reply["status"] != "accepted" {
+	if reply, _ := v.Reply.(map[string]any); reply["status"] != "accepted" || reply["handled_by"] != "w" {
 		t.Fatalf("reply = %v", v.Reply)
 	}
 	for _, id := range []string{"", "unknown"} {
@@ -462,5 +488,58 @@ func TestConversations(t *testing.T) {
 	var all mcpadapter.ListConversationsOutput
 	if res := e.call("list_conversations", map[string]any{"agent_id": "*"}, &all); res.IsError || len(all.Conversations) != 1 {
 		t.Fatalf("all = %+v %s", all, resultText(res))
+	}
+}
+
+// TestToolSchemasPortable: no tool schema uses a construct the MCP
+// Inspector flags as unportable — a "type" that is an array, or a schema
+// that says nothing of its value (the Inspector CLI's --strict check; the
+// interop lane runs the Inspector itself).
+func TestToolSchemasPortable(t *testing.T) {
+	e := newEnv(t, hub.Options{}, mcpadapter.Options{AMP: amp.New(amp.NewMemoryStore())})
+	var check func(path string, v any)
+	check = func(path string, v any) {
+		s, ok := v.(map[string]any)
+		if !ok {
+			t.Errorf("%s: schema %T is not an object", path, v)
+			return
+		}
+		if _, many := s["type"].([]any); many {
+			t.Errorf("%s: type is an array: %v", path, s["type"])
+		}
+		if s["type"] == nil && s["anyOf"] == nil && s["$ref"] == nil && s["enum"] == nil && s["const"] == nil {
+			t.Errorf("%s: the schema constrains nothing: %v", path, s)
+		}
+		if props, ok := s["properties"].(map[string]any); ok {
+			for k, p := range props {
+				check(path+".properties."+k, p)
+			}
+		}
+		for _, k := range []string{"items", "additionalProperties"} {
+			if sub, ok := s[k].(map[string]any); ok {
+				check(path+"."+k, sub)
+			}
+		}
+		if branches, ok := s["anyOf"].([]any); ok {
+			for i, b := range branches {
+				check(fmt.Sprintf("%s.anyOf[%d]", path, i), b)
+			}
+		}
+	}
+	n := 0
+	for tool, err := range e.cs.Tools(context.Background(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+		for name, sch := range map[string]any{"inputSchema": tool.InputSchema, "outputSchema": tool.OutputSchema} {
+			b, _ := json.Marshal(sch)
+			var v any
+			_ = json.Unmarshal(b, &v)
+			check(tool.Name+"."+name, v)
+		}
+	}
+	if n < 10 {
+		t.Fatalf("%d tools", n)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
 	mcpadapter "github.com/switchboard-hub/switchboard/internal/proto/mcp"
@@ -114,11 +115,14 @@ func TestHTTPAuth(t *testing.T) {
 	alice, bob := register("alice"), register("bob")
 	startWorker(t, base, "open-worker", nil, nil, nil, 0)
 
-	if resp := rawPost(t, base+"/mcp", initBody, nil); resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") == "" {
-		t.Fatalf("no token: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
-	}
-	if resp := rawPost(t, base+"/mcp", initBody, map[string]string{"Authorization": "Bearer sbk_wrong"}); resp.StatusCode != http.StatusUnauthorized {
-		t.Fatalf("bad token: %d", resp.StatusCode)
+	// Without a token, or with a wrong one, 401 names the protected-resource
+	// metadata (RFC 9728).
+	challenge := `resource_metadata="` + base + `/.well-known/oauth-protected-resource/mcp"`
+	for name, hdr := range map[string]map[string]string{"no token": nil, "bad token": {"Authorization": "Bearer sbk_wrong"}} {
+		resp := rawPost(t, base+"/mcp", initBody, hdr)
+		if ch := resp.Header.Get("WWW-Authenticate"); resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(ch, "Bearer ") || !strings.Contains(ch, challenge) {
+			t.Fatalf("%s: %d %q", name, resp.StatusCode, ch)
+		}
 	}
 	// A session belongs to the identity that opened it.
 	resp := rawPost(t, base+"/mcp", initBody, map[string]string{"Authorization": "Bearer " + alice})
@@ -153,9 +157,10 @@ func TestHTTPAuth(t *testing.T) {
 	if a.Protocol != "atp" {
 		t.Fatalf("alice's registration was replaced: %+v", a)
 	}
-	// bob cannot read alice's receipts; the operator can.
+	// bob cannot read alice's receipts (it is as if there were none);
+	// the operator can.
 	if res := callTool(t, connect(bob), "get_receipt", map[string]any{"message_id": sent.MessageID}, nil); !res.IsError ||
-		!strings.Contains(resultText(res), "forbidden") {
+		!strings.Contains(resultText(res), "not_found") {
 		t.Fatalf("bob reads alice's receipt: %s", resultText(res))
 	}
 	var rc mcpadapter.ReceiptView
@@ -198,7 +203,7 @@ func stdioClient(t *testing.T, b mcpadapter.Backend, opts *sdk.ClientOptions) *s
 func TestStdioLocal(t *testing.T) {
 	h, base := hubtest.Start(t, hub.Options{Dev: true})
 	startWorker(t, base, "w", []string{"x"}, nil, nil, 0)
-	cs := stdioClient(t, mcpadapter.Local(h.Relay, mcpadapter.Options{Logger: slog.New(slog.DiscardHandler)}), nil)
+	cs := stdioClient(t, mcpadapter.Local(h.Relay, mcpadapter.Options{Caller: core.DevPrincipal(), Logger: slog.New(slog.DiscardHandler)}), nil)
 	var out mcpadapter.ListAgentsOutput
 	if res := callTool(t, cs, "list_agents", map[string]any{"capability": "x"}, &out); res.IsError || out.Count != 1 {
 		t.Fatalf("list_agents: %+v %s", out, resultText(res))

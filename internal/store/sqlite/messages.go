@@ -52,7 +52,7 @@ func nullable(s string) any {
 
 // Accept implements core.Store.
 func (s *Store) Accept(ctx context.Context, m *core.Message, r *core.Receipt, maxQueue int) (core.AcceptResult, error) {
-	res, _, err := s.accept(ctx, m, r, maxQueue, nil)
+	res, _, err := s.accept(ctx, m, r, maxQueue, nil, nil)
 	return res, err
 }
 
@@ -62,13 +62,32 @@ func (s *Store) Accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 // handed out all it could and every message accepted for it since was
 // handed out this way.
 func (s *Store) AcceptPulled(ctx context.Context, m *core.Message, r *core.Receipt, maxQueue int, now, visibleAt time.Time) (core.AcceptResult, bool, error) {
-	return s.accept(ctx, m, r, maxQueue, &pullLease{now: now, until: visibleAt})
+	return s.accept(ctx, m, r, maxQueue, &pullLease{now: now, until: visibleAt}, nil)
+}
+
+// AcceptClaimed implements core.AcceptClaimer: in the accept's own
+// write, the message's lane is claimed for owner until claimUntil when the
+// message is its only queued one and nobody holds or parked it, as Claim
+// would have claimed it; no Claim of the lane is needed for its first
+// attempt.
+func (s *Store) AcceptClaimed(ctx context.Context, m *core.Message, r *core.Receipt, maxQueue int, now, claimUntil time.Time, owner string) (core.AcceptResult, bool, error) {
+	return s.accept(ctx, m, r, maxQueue, nil, &laneClaim{now: now, until: claimUntil, owner: owner})
 }
 
 // pullLease is the pull an accept may do: at now, until until.
 type pullLease struct{ now, until time.Time }
 
-func (s *Store) accept(ctx context.Context, m *core.Message, r *core.Receipt, maxQueue int, lease *pullLease) (core.AcceptResult, bool, error) {
+// laneClaim is the claim of its lane an accept may make: at now, until
+// until, for owner.
+type laneClaim struct {
+	now, until time.Time
+	owner      string
+}
+
+// accept stores m and its receipt r. With lease it may hand m out to a
+// stream (pulled); with claim it may claim m's lane (then pulled reports
+// the claim).
+func (s *Store) accept(ctx context.Context, m *core.Message, r *core.Receipt, maxQueue int, lease *pullLease, claim *laneClaim) (core.AcceptResult, bool, error) {
 	body, err := m.AppendJSON(make([]byte, 0, 512))
 	if err != nil {
 		return core.AcceptResult{}, false, fmt.Errorf("sqlite: encode message: %w", err)
@@ -163,6 +182,16 @@ func (s *Store) accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 				next_at = CASE WHEN pending <= 0 THEN excluded.next_at ELSE next_at END`,
 				m.Receiver, m.Sender, ts(m.ReceivedAt)); err != nil {
 				return fmt.Errorf("sqlite: update lane: %w", err)
+			}
+			if claim != nil {
+				out, err := tx.ExecContext(ctx, `UPDATE lanes SET claim_until = ?, owner = ?
+					WHERE receiver = ? AND sender = ? AND pending = 1 AND parked = 0 AND claim_until <= ?`,
+					ts(claim.until), claim.owner, m.Receiver, m.Sender, ts(claim.now))
+				if err != nil {
+					return fmt.Errorf("sqlite: claim lane: %w", err)
+				}
+				n, _ := out.RowsAffected()
+				pulled = n == 1
 			}
 		}
 		if m.ConversationID != "" {

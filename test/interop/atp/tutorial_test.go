@@ -3,6 +3,7 @@
 package atp_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,21 +55,44 @@ func TestTutorialClients(t *testing.T) {
 		return string(out)
 	}
 
-	w := startWorker()
-	out := planner()
-	if !strings.Contains(out, "'status': 'delivered'") || !strings.Contains(out, "'text': 'yaler aiv tnega itlum'") {
-		t.Fatalf("happy path: want delivered with the reversed text, got:\n%s", out)
+	// What the tutorial says the planner prints on the happy path: the
+	// send answers delivered (the hub waits for its first push to an
+	// online worker), and the final receipt carries the worker's result.
+	happy := func(name, out string) {
+		t.Helper()
+		for _, want := range []string{
+			"发送任务…",
+			" 第 1 次投递 → 200 delivered\n",
+			"最终结果: {",
+			"'status': 'delivered', 'receipt': {'status': 'accepted', 'message_id': ",
+			"'handled_by': 'worker'",
+			"'result': {'text': 'yaler aiv tnega itlum'}",
+		} {
+			if !strings.Contains(out, want) {
+				t.Fatalf("%s: want %q in the planner's output, got:\n%s", name, want, out)
+			}
+		}
+		if strings.Contains(out, "没拿到回执") || strings.Contains(out, "第 2 次投递") {
+			t.Fatalf("%s: the planner had to try again:\n%s", name, out)
+		}
 	}
 
+	w := startWorker()
+	happy("happy path", planner())
+
 	w.Kill() // the receiver goes offline; its lease is still current
-	out = planner()
-	if strings.Count(out, "没拿到回执：timeout") != 3 || !strings.Contains(out, "'status': 'failed'") {
+	out := planner()
+	// Each send is durable and queued (its first push is refused at
+	// once), and ends timeout when its TTL passes, as the tutorial shows.
+	for i := 1; i <= 3; i++ {
+		if want := fmt.Sprintf(" 第 %d 次投递 → 200 queued\n", i); !strings.Contains(out, want) {
+			t.Fatalf("offline path: want %q, got:\n%s", want, out)
+		}
+	}
+	if strings.Count(out, "没拿到回执：timeout") != 3 || !strings.Contains(out, "最终结果: {'status': 'failed'") {
 		t.Fatalf("offline path: want three timeouts then failed, got:\n%s", out)
 	}
 
 	startWorker()
-	out = planner()
-	if !strings.Contains(out, "'status': 'delivered'") {
-		t.Fatalf("recovery: want delivered, got:\n%s", out)
-	}
+	happy("recovery", planner())
 }

@@ -1,7 +1,9 @@
 // Package mcpinterop checks Switchboard's MCP server with third-party MCP
-// software: the conformance suite (@modelcontextprotocol/conformance) and
-// the official TypeScript SDK (@modelcontextprotocol/sdk) as an MCP host,
-// over Streamable HTTP and over stdio.
+// software: the conformance suite (@modelcontextprotocol/conformance) in
+// both protocol eras, the MCP Inspector's CLI, the official TypeScript SDK
+// (@modelcontextprotocol/sdk) as an MCP host over Streamable HTTP and
+// stdio (a channel host and a tasks host among them), and the official Go
+// SDK's client.
 //
 // Install the npm packages first: npm ci --prefix test/interop/mcp.
 package mcpinterop
@@ -23,8 +25,11 @@ import (
 	"testing"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
+	"github.com/switchboard-hub/switchboard/internal/ssrf"
 )
 
 // node returns the Node 22 binary installed by npm (the conformance tool
@@ -73,6 +78,166 @@ func TestConformanceSuite(t *testing.T) {
 	}
 }
 
+// TestConformanceSuite2026: the 2026-07-28 requirements
+// (@modelcontextprotocol/conformance@0.2.0-alpha.12 --requirements
+// 2026-07-28); the scenarios that need the suite's fixtures are listed in
+// expected-failures-2026.yml.
+func TestConformanceSuite2026(t *testing.T) {
+	nodeBin := node(t)
+	_, base := hubtest.Start(t, hub.Options{Dev: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, nodeBin, filepath.Join("node_modules", "conformance-2026", "dist", "index.js"),
+		"server", "--url", base+"/mcp", "--requirements", "2026-07-28", "--expected-failures", "expected-failures-2026.yml")
+	cmd.Env = append(os.Environ(), "NO_COLOR=1", "FORCE_COLOR=0")
+	outb, err := cmd.CombinedOutput()
+	out := string(outb)
+	t.Logf("conformance 2026-07-28 output (summary):\n%s", tail(out, "Total:"))
+	if err != nil {
+		t.Fatalf("conformance suite: %v (unexpected failures or a stale expected-failures-2026.yml)", err)
+	}
+	for _, s := range []string{"completion-complete", "tools-list", "server-sse-multiple-streams", "resources-list", "sep-2164-resource-not-found",
+		"prompts-list", "dns-rebinding-protection", "caching", "http-header-validation", "input-required-result-unsupported-methods",
+		"input-required-result-validate-input"} {
+		if !regexp.MustCompile(`(?m)✓ ` + regexp.QuoteMeta(s) + `: [1-9]\d* passed, 0 failed`).MatchString(out) {
+			t.Errorf("scenario %s did not pass", s)
+		}
+	}
+	// The tasks extension's checks that need no fixture: advertised in
+	// server/discover, and the tasks methods gated by -32021.
+	if !regexp.MustCompile(`(?m)tasks-capability-negotiation: [3-9] passed`).MatchString(out) {
+		t.Errorf("tasks-capability-negotiation: the extension's advertisement and gate did not pass")
+	}
+}
+
+// TestInspectorCLI: the MCP Inspector's CLI lists the tools, resources and
+// prompts, and its schema-portability check finds nothing (--strict makes
+// a warning fail the run).
+func TestInspectorCLI(t *testing.T) {
+	nodeBin := node(t)
+	_, base := hubtest.Start(t, hub.Options{Dev: true})
+	for _, method := range []string{"tools/list", "resources/list", "resources/templates/list", "prompts/list"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		args := []string{filepath.Join("node_modules", ".bin", "mcp-inspector"), "--cli", base + "/mcp", "--method", method}
+		if method == "tools/list" {
+			args = append(args, "--strict") // the Inspector checks schemas for tools/list only
+		}
+		cmd := exec.CommandContext(ctx, nodeBin, args...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		cancel()
+		if err != nil || strings.Contains(strings.ToLower(stderr.String()), "warning") {
+			t.Fatalf("inspector %s: %v\nstderr:\n%s", method, err, stderr.String())
+		}
+		if method == "tools/list" && !strings.Contains(stdout.String(), `"send_message"`) {
+			t.Fatalf("inspector tools/list: %s", stdout.String())
+		}
+	}
+}
+
+// TestTypeScriptChannelHost: a host on the TypeScript SDK launches
+// switchboard mcp --embedded --agent reviewer on stdio, declaring the
+// channel capability; an ATP agent's message arrives as a
+// notifications/claude/channel event; the reply tool answers; the ATP
+// agent reads the answer.
+func TestTypeScriptChannelHost(t *testing.T) {
+	nodeBin := node(t)
+	bin, err := buildOnce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := runScript(t, nodeBin, "channel_host.mjs", "channel", bin, t.TempDir())
+	var conn struct {
+		Capabilities map[string]any `json:"capabilities"`
+	}
+	_ = json.Unmarshal(steps["connected"], &conn)
+	if exp, _ := conn.Capabilities["experimental"].(map[string]any); exp["claude/channel"] == nil {
+		t.Fatalf("capabilities %v lack claude/channel", conn.Capabilities)
+	}
+	var ev struct {
+		Event struct {
+			Content string            `json:"content"`
+			Meta    map[string]string `json:"meta"`
+		} `json:"event"`
+	}
+	_ = json.Unmarshal(steps["event"], &ev)
+	if ev.Event.Content != "Please review PR 7." || ev.Event.Meta["sender"] != "author" || ev.Event.Meta["message_id"] != "review-req-1" ||
+		ev.Event.Meta["conversation_id"] != "pr-7" {
+		t.Fatalf("event = %+v", ev.Event)
+	}
+	var ans struct {
+		Results []struct {
+			Sender, CorrelationID, ConversationID string
+			Payload                               map[string]any
+		} `json:"results"`
+	}
+	_ = json.Unmarshal(steps["answer"], &ans)
+	if len(ans.Results) != 1 || ans.Results[0].Payload["text"] != "PR 7: approved." {
+		t.Fatalf("answer = %s", steps["answer"])
+	}
+	var raw []map[string]any
+	_ = json.Unmarshal(steps["answer"], &struct{ Results *[]map[string]any }{&raw})
+	if raw[0]["correlation_id"] != "review-req-1" || raw[0]["conversation_id"] != "pr-7" || raw[0]["sender"] != "reviewer" {
+		t.Fatalf("answer = %v", raw[0])
+	}
+}
+
+// TestTypeScriptTasks: the TypeScript SDK's experimental tasks client
+// (2025-11-25 tasks) runs send_message and wait_for_reply as tasks
+// against switchboard mcp --embedded and lists them.
+func TestTypeScriptTasks(t *testing.T) {
+	nodeBin := node(t)
+	bin, err := buildOnce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := runScript(t, nodeBin, "channel_host.mjs", "tasks", bin, t.TempDir())
+	var send, wait struct {
+		Seen   []string       `json:"seen"`
+		Result map[string]any `json:"result"`
+	}
+	_ = json.Unmarshal(steps["send"], &send)
+	_ = json.Unmarshal(steps["wait"], &wait)
+	if len(send.Seen) == 0 || send.Seen[0] != "taskCreated" || send.Seen[len(send.Seen)-1] != "result" || send.Result["status"] != "delivered" {
+		t.Fatalf("send task: %s", steps["send"])
+	}
+	reply, _ := wait.Result["reply"].(map[string]any)
+	if wait.Seen[0] != "taskCreated" || wait.Result["outcome"] != "reply" || wait.Result["source"] != "inline" || reply["text"] != "reversed: cba" {
+		t.Fatalf("wait task: %s", steps["wait"])
+	}
+	var list struct {
+		Tasks []map[string]any `json:"tasks"`
+	}
+	_ = json.Unmarshal(steps["list"], &list)
+	if len(list.Tasks) != 2 || list.Tasks[0]["status"] != "completed" || list.Tasks[1]["status"] != "completed" {
+		t.Fatalf("tasks/list: %s", steps["list"])
+	}
+}
+
+// runScript runs a node script and returns its steps (one JSON object per
+// line, keyed by "step"), failing the test if it fails.
+func runScript(t *testing.T, nodeBin, script string, args ...string) map[string]json.RawMessage {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, nodeBin, append([]string{script}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	steps := map[string]json.RawMessage{}
+	for _, line := range strings.Split(stdout.String(), "\n") {
+		var s struct{ Step string }
+		if json.Unmarshal([]byte(line), &s) == nil && s.Step != "" {
+			steps[s.Step] = json.RawMessage(line)
+		}
+	}
+	if err != nil {
+		t.Fatalf("%s %v: %v\nerror step: %s\nstderr:\n%s", script, args, err, steps["error"], stderr.String())
+	}
+	return steps
+}
+
 func tail(s, from string) string {
 	if i := strings.Index(s, from); i >= 0 {
 		return s[i:]
@@ -88,6 +253,7 @@ type worker struct {
 	srv     *httptest.Server
 	mu      sync.Mutex
 	hub     string
+	token   string
 	hubSet  chan struct{}
 	once    sync.Once
 	tasks   chan map[string]any
@@ -128,19 +294,29 @@ func (w *worker) register(t *testing.T, hubURL string) {
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("register worker: %v %v", err, resp)
 	}
-	resp.Body.Close()
+	defer resp.Body.Close()
+	var reg struct{ Token string }
+	_ = json.NewDecoder(resp.Body).Decode(&reg)
+	w.mu.Lock()
+	w.token = reg.Token // empty with auth off
+	w.mu.Unlock()
 }
 
 func (w *worker) answer(env map[string]any) {
 	<-w.hubSet
 	w.mu.Lock()
-	hubURL := w.hub
+	hubURL, token := w.hub, w.token
 	w.mu.Unlock()
 	payload, _ := env["payload"].(map[string]any)
 	text, _ := payload["text"].(string)
 	b, _ := json.Marshal(map[string]any{"atp_version": "1.0", "sender": w.id, "receiver": env["sender"], "type": "task.result",
 		"correlation_id": env["message_id"], "payload": map[string]any{"text": "pong: " + text}})
-	resp, err := http.Post(hubURL+"/atp/send", "application/json", bytes.NewReader(b))
+	req, _ := http.NewRequest(http.MethodPost, hubURL+"/atp/send", bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	code := 0
 	if err == nil {
 		code = resp.StatusCode
@@ -297,4 +473,50 @@ func TestTypeScriptHostOverStdioEmbedded(t *testing.T) {
 		t.Fatal("the embedded hub's address was not reported")
 	}
 	checkConversation(t, steps, w)
+}
+
+// TestGoSDKClient: the official Go SDK's client, over Streamable HTTP to a
+// hub with auth on (an agent's token) and over stdio through the bridge:
+// it finds the worker, sends, and gets the answer with wait_for_reply.
+func TestGoSDKClient(t *testing.T) {
+	_, base := hubtest.Start(t, hub.Options{Callbacks: ssrf.Policy{AllowLoopback: true}})
+	w := newWorker(t, "go-sdk-worker")
+	w.register(t, base)
+	var reg struct{ Token string }
+	b, _ := json.Marshal(map[string]any{"agent_id": "go-host"})
+	resp, err := http.Post(base+"/atp/register", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&reg)
+	resp.Body.Close()
+	ctx := context.Background()
+	hc := &http.Client{Transport: bearerRT{reg.Token}}
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "go-sdk-host", Version: "1"}, nil).
+		Connect(ctx, &sdk.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: hc}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "send_message", Arguments: map[string]any{"to": w.id, "text": "from go"}})
+	if err != nil || res.IsError {
+		t.Fatalf("send: %v %v", err, res)
+	}
+	id := res.StructuredContent.(map[string]any)["message_id"]
+	res, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: "wait_for_reply", Arguments: map[string]any{"message_id": id, "timeout_ms": 30000}})
+	if err != nil || res.IsError {
+		t.Fatalf("wait: %v %v", err, res)
+	}
+	reply, _ := res.StructuredContent.(map[string]any)["reply"].(map[string]any)
+	if reply["text"] != "pong: from go" || reply["receiver"] != "go-host" {
+		t.Fatalf("reply = %v", res.StructuredContent)
+	}
+}
+
+type bearerRT struct{ token string }
+
+func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
 }

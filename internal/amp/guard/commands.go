@@ -1,0 +1,1171 @@
+package guard
+
+import (
+	"path"
+	"strconv"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// call checks one simple command.
+func (a *analyzer) call(s *shState, c *syntax.CallExpr, in input) {
+	for _, as := range c.Assigns {
+		a.nested(s, as.Value)
+		a.nested(s, as.Array)
+	}
+	for _, w := range c.Args {
+		a.nested(s, w)
+	}
+	if a.found != nil {
+		return
+	}
+	if len(c.Args) == 0 {
+		for _, as := range c.Assigns {
+			a.assign(s, as)
+		}
+		return
+	}
+	// Assignments before a command apply to that command only.
+	env := map[string]string{}
+	for _, as := range c.Assigns {
+		if as.Name != nil {
+			env[as.Name.Value] = a.literal(s, as.Value)
+		}
+	}
+	a.procs = nil
+	argv := a.fields(s, c.Args)
+	if len(argv) == 0 {
+		return
+	}
+	a.lastFields = make(map[string]bool, len(argv))
+	for _, f := range argv {
+		a.lastFields[f] = true
+	}
+	if isUnknown(argv[0]) && unquotedExpansion(c.Args[0]) && len(argv) == 1 {
+		a.deny(CodeBlind, "the command is a variable or command substitution the guard cannot know ("+
+			clip(printable(argv[0]))+"): it could run anything")
+		return
+	}
+	if argv[0] == "eval" && envGenerator(c.Args[1:]) {
+		return // eval "$(ssh-agent -s)" and the like set environment variables
+	}
+	if alias, ok := s.aliases[argv[0]]; ok && s.depth < maxDepth && unquotedLit(c.Args[0]) {
+		sub := s.clone()
+		sub.depth++
+		a.script(sub, alias+" "+quoteWords(argv[1:]))
+		return
+	}
+	a.run(s, argv, in, env)
+}
+
+// unquotedExpansion reports whether w has a parameter expansion or a
+// command substitution outside quotes (its value is split into words).
+func unquotedExpansion(w *syntax.Word) bool {
+	for _, p := range w.Parts {
+		switch p.(type) {
+		case *syntax.ParamExp, *syntax.CmdSubst, *syntax.ArithmExp:
+			return true
+		}
+	}
+	return false
+}
+
+func unquotedLit(w *syntax.Word) bool {
+	if len(w.Parts) != 1 {
+		return false
+	}
+	l, ok := w.Parts[0].(*syntax.Lit)
+	return ok && !strings.Contains(l.Value, `\`)
+}
+
+// envGenerators print shell code that sets up the environment; eval of
+// their output is a common and harmless idiom.
+var envGenerators = map[string]bool{
+	"ssh-agent": true, "pyenv": true, "rbenv": true, "nodenv": true, "goenv": true, "jenv": true, "direnv": true,
+	"dircolors": true, "keychain": true, "conda": true, "brew": true, "opam": true, "starship": true, "zoxide": true,
+	"fnm": true, "mise": true, "rtx": true, "asdf": true, "thefuck": true, "gpg-agent": true, "luarocks": true,
+	"register-python-argcomplete": true, "kubectl": true, "minikube": true, "docker-machine": true, "pdm": true,
+	"poetry": true, "uv": true, "rustup": true, "nvm": true, "hub": true, "gh": true,
+}
+
+func envGenerator(words []*syntax.Word) bool {
+	if len(words) == 0 {
+		return false
+	}
+	for _, w := range words {
+		var cs *syntax.CmdSubst
+		for _, p := range w.Parts {
+			switch p := p.(type) {
+			case *syntax.CmdSubst:
+				cs = p
+			case *syntax.DblQuoted:
+				if len(p.Parts) == 1 {
+					cs, _ = p.Parts[0].(*syntax.CmdSubst)
+				}
+			}
+		}
+		if cs == nil || len(cs.Stmts) != 1 {
+			return false
+		}
+		call, ok := cs.Stmts[0].Cmd.(*syntax.CallExpr)
+		if !ok || len(call.Args) == 0 || !unquotedLit(call.Args[0]) {
+			return false
+		}
+		if !envGenerators[path.Base(call.Args[0].Lit())] {
+			return false
+		}
+	}
+	return true
+}
+
+// quoteWords quotes words for a shell script.
+func quoteWords(words []string) string {
+	var b strings.Builder
+	for i, w := range words {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		q, err := syntax.Quote(w, syntax.LangBash)
+		if err != nil {
+			q = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+		}
+		b.WriteString(q)
+	}
+	return b.String()
+}
+
+// textCommands print or test their arguments and never read them as
+// files.
+var textCommands = map[string]bool{
+	"echo": true, "printf": true, ":": true, "true": true, "false": true, "test": true, "[": true, "[[": true,
+	"exit": true, "return": true, "export": true, "local": true, "declare": true, "readonly": true, "typeset": true,
+	"let": true, "shift": true, "set": true, "unset": true, "which": true, "type": true, "hash": true, "help": true,
+	"command_not_found_handle": true, "sleep": true, "expr": true, "seq": true, "date": true, "logger": true,
+	"notify-send": true, "say": true, "wait": true, "kill": true, "trap": true, "read": true, "mapfile": true,
+	"readarray": true, "getopts": true, "exec": true, "cd": true, "pushd": true, "popd": true, "dirs": true,
+	"alias": true, "unalias": true, "shopt": true, "ulimit": true, "umask": true, "jobs": true, "fg": true, "bg": true,
+	"disown": true, "source": true, ".": true, "history": true, "fc": true, "enable": true, "caller": true,
+	"compgen": true, "complete": true, "basename": true, "dirname": true, "mktemp": true, "yes": true,
+}
+
+// searchCommands take a pattern as their first operand.
+var searchCommands = map[string]bool{"grep": true, "egrep": true, "fgrep": true, "rg": true, "ag": true, "ack": true, "git-grep": true}
+
+// run checks a command given as expanded words. env holds the
+// assignments written before it.
+func (a *analyzer) run(s *shState, argv []string, in input, env map[string]string) {
+	if a.found != nil || len(argv) == 0 {
+		return
+	}
+	a.commands++
+	if a.commands > maxCommands {
+		a.deny(CodeBlind, errBudget.Error())
+		return
+	}
+	name := argv[0]
+	args := argv[1:]
+	if isUnknown(name) {
+		a.blind(s, argv, in)
+		return
+	}
+	if f, ok := s.funcs[name]; ok {
+		if s.depth >= maxDepth {
+			a.deny(CodeBlind, "functions call each other too deeply to check")
+			return
+		}
+		sub := s.clone()
+		sub.depth++
+		sub.params, sub.paramsKnown = append([]string(nil), args...), true
+		a.stmt(sub, f, in)
+		// a function runs in the caller's shell: its cd and variables stay
+		s.cwd = sub.cwd
+		for k, v := range sub.vars {
+			s.vars[k] = v
+		}
+		return
+	}
+	base := path.Base(name)
+	if strings.HasPrefix(name, "\\") {
+		base = strings.TrimPrefix(base, "\\")
+	}
+	if wrapped, ok := a.unwrap(s, base, args, env); ok {
+		if len(wrapped) > 0 {
+			a.run(s, wrapped, in, env)
+		}
+		return
+	}
+	// Reads of answer files, by any command that takes paths.
+	if !textCommands[base] && base != "git" {
+		skip := -1
+		if searchCommands[base] {
+			skip = firstOperand(args)
+			for _, x := range args {
+				if x == "-e" || x == "-f" || strings.HasPrefix(x, "--regexp") || strings.HasPrefix(x, "--file") {
+					skip = -1
+				}
+			}
+		}
+		for i, x := range args {
+			if i == skip {
+				continue
+			}
+			if a.pathArg(s, x) {
+				return
+			}
+		}
+	}
+	switch base {
+	case "cd", "pushd", "chdir":
+		a.cd(s, args)
+	case "popd":
+		s.cwd = ""
+	case "set":
+		for i, x := range args {
+			if x == "--" {
+				s.params, s.paramsKnown = append([]string(nil), args[i+1:]...), true
+				break
+			}
+		}
+	case "shift":
+		n := 1
+		if len(args) > 0 {
+			n, _ = strconv.Atoi(args[0])
+		}
+		if s.paramsKnown && n <= len(s.params) && n >= 0 {
+			s.params = s.params[n:]
+		} else {
+			s.paramsKnown = false
+		}
+	case "unset":
+		for _, x := range args {
+			if !strings.HasPrefix(x, "-") {
+				delete(s.vars, x)
+				s.vars[x] = strVar("")
+			}
+		}
+	case "read", "mapfile", "readarray", "getopts", "printf":
+		for _, x := range args {
+			if syntax.ValidName(x) {
+				s.vars[x] = unknownVar
+			}
+		}
+	case "alias":
+		for _, x := range args {
+			if k, v, ok := strings.Cut(x, "="); ok {
+				s.aliases[k] = v
+			}
+		}
+	case "unalias":
+		for _, x := range args {
+			delete(s.aliases, x)
+		}
+	case "export", "declare", "typeset", "local", "readonly":
+		for _, x := range args {
+			if k, v, ok := strings.Cut(x, "="); ok && syntax.ValidName(k) {
+				s.vars[k] = strVar(v)
+			}
+		}
+	case "eval":
+		a.eval(s, strings.Join(args, " "))
+	case "trap":
+		if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+			a.eval(s, args[0])
+		}
+	case "source", ".":
+		if len(args) > 0 {
+			if p, ok := a.procs[args[0]]; ok {
+				a.shellInput(s, p, "source")
+			}
+		}
+	case "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "rbash", "yash", "posh", "busybox":
+		a.shell(s, base, args, in)
+	case "git":
+		a.git(s, args, env)
+	case "rm", "trash", "trash-put", "rmtrash", "srm", "wipe", "rimraf", "del", "del-cli", "unlink", "rmdir":
+		a.rm(s, base, args, in)
+	case "find":
+		a.find(s, args)
+	case "xargs":
+		a.xargs(s, args, in, env)
+	case "dd":
+		for _, x := range args {
+			if v, ok := strings.CutPrefix(x, "of="); ok {
+				a.writeTo(s, v, "dd")
+			}
+			if v, ok := strings.CutPrefix(x, "if="); ok {
+				a.anti(s, v)
+			}
+		}
+	case "shred", "truncate", "tee", "fallocate":
+		sp := gnuSpec{value: "sonr", long: []string{"size", "reference", "iterations", "random-source", "output-error"}}
+		if base == "tee" {
+			sp = gnuSpec{long: []string{"append", "ignore-interrupts", "output-error"}}
+		}
+		_, ops := sp.scan(args)
+		for _, x := range ops {
+			if a.writeTo(s, x, base) {
+				return
+			}
+		}
+	case "cp", "install", "ln", "link":
+		a.copyLike(s, base, args)
+	case "mv":
+		a.mv(s, args)
+	case "chmod", "chown", "chgrp", "chattr", "setfacl", "chcon":
+		a.chmod(s, base, args)
+	case "sed":
+		a.sed(s, args)
+	case "rsync":
+		a.rsync(s, args)
+	case "mkfs", "mke2fs", "mkswap", "wipefs", "fdisk", "sfdisk", "parted", "blkdiscard", "mkntfs":
+		a.deny(CodeDestructive, base+" formats or repartitions a disk")
+	case "npx", "bunx", "pnpx":
+		if ops := skipOpts(args, "p", []string{"package", "call"}); len(ops) > 0 {
+			a.run(s, ops, in, env)
+		}
+	case "pnpm", "yarn", "npm":
+		if len(args) > 1 && (args[0] == "dlx" || args[0] == "exec" || args[0] == "x") {
+			a.run(s, args[1:], in, env)
+		}
+	default:
+		if strings.HasPrefix(base, "mkfs.") {
+			a.deny(CodeDestructive, base+" formats a disk")
+			return
+		}
+		a.interpreter(s, base, args, in)
+	}
+	if a.found == nil && a.mode == ModeEval {
+		for _, x := range args {
+			lx := strings.ToLower(x)
+			if strings.Contains(lx, "[skip ci]") || strings.Contains(lx, "[ci skip]") || strings.Contains(lx, "[skip-ci]") ||
+				strings.Contains(lx, "skip_ci") {
+				a.deny(CodeCIBypass, "skipping CI is not allowed in eval mode")
+				return
+			}
+		}
+	}
+}
+
+// pathArg denies an argument that names an answer or grading file.
+func (a *analyzer) pathArg(s *shState, x string) bool {
+	cand := x
+	if j := strings.IndexByte(x, '='); j >= 0 && strings.HasPrefix(x, "-") {
+		cand = x[j+1:]
+	}
+	if !strings.ContainsAny(cand, "/.") {
+		return false
+	}
+	return a.anti(s, cand)
+}
+
+func firstOperand(args []string) int {
+	for i, x := range args {
+		if x == "--" {
+			if i+1 < len(args) {
+				return i + 1
+			}
+			return -1
+		}
+		if !strings.HasPrefix(x, "-") || x == "-" {
+			return i
+		}
+	}
+	return -1
+}
+
+func (a *analyzer) cd(s *shState, args []string) {
+	ops := skipOpts(args, "", nil)
+	target := ""
+	if len(ops) > 0 {
+		target = ops[0]
+	}
+	switch {
+	case target == "" || target == "~":
+		s.cwd = a.home
+	case target == "-" || isUnknown(target):
+		s.cwd = ""
+	default:
+		abs, known := resolve(s.cwd, target)
+		if known {
+			s.cwd = abs
+		} else {
+			s.cwd = ""
+		}
+	}
+}
+
+// eval checks a string run as shell code.
+func (a *analyzer) eval(s *shState, src string) {
+	if isUnknown(src) {
+		if strings.TrimSpace(strings.ReplaceAll(src, unknown, "")) == "" {
+			a.deny(CodeBlind, "it evaluates shell code the guard cannot see")
+			return
+		}
+		// Known parts around an unknown value: check them, and deny if
+		// they hold anything destructive once the value is filled in.
+		a.blindScript(s, src)
+		return
+	}
+	sub := s.clone()
+	sub.depth++
+	a.script(sub, src)
+	s.cwd = sub.cwd
+	for k, v := range sub.vars {
+		s.vars[k] = v
+	}
+}
+
+// blindScript checks shell code with unknown parts: each unknown part is
+// replaced by a marker word; a command whose name is unknown is then
+// checked by blind.
+func (a *analyzer) blindScript(s *shState, src string) {
+	sub := s.clone()
+	sub.depth++
+	sub.vars["__amp_unknown"] = unknownVar
+	a.script(sub, strings.ReplaceAll(src, unknown, "${__amp_unknown}"))
+	if a.found == nil && risky(strings.ReplaceAll(src, unknown, " ")) {
+		a.deny(CodeBlind, "it runs shell code built from values the guard cannot know ("+clip(printable(src))+")")
+	}
+}
+
+// shellInput checks code a shell reads from a pipe, a here-document or a
+// process substitution.
+func (a *analyzer) shellInput(s *shState, in input, what string) {
+	switch {
+	case !in.present:
+	case in.known:
+		a.eval(s, in.text)
+	default:
+		from := in.from
+		if from == "" {
+			from = "a program's output"
+		}
+		a.deny(CodeBlind, what+" runs shell code it reads from "+from+", which the guard cannot see")
+	}
+}
+
+// shell checks sh/bash/zsh … invocations: -c strings, scripts on stdin.
+func (a *analyzer) shell(s *shState, name string, args []string, in input) {
+	if name == "busybox" {
+		if len(args) > 0 {
+			a.run(s, args, in, nil)
+		}
+		return
+	}
+	cmd := false
+	var ops []string
+	for i := 0; i < len(args); i++ {
+		x := args[i]
+		if x == "--" || x == "-" {
+			ops = append(ops, args[i+1:]...)
+			break
+		}
+		if strings.HasPrefix(x, "--") {
+			if x == "--rcfile" || x == "--init-file" {
+				i++
+			}
+			continue
+		}
+		if (strings.HasPrefix(x, "-") || strings.HasPrefix(x, "+")) && len(x) > 1 {
+			for _, c := range x[1:] {
+				switch c {
+				case 'c':
+					cmd = true
+				case 'o', 'O':
+					i++
+				}
+			}
+			continue
+		}
+		ops = append(ops, args[i:]...)
+		break
+	}
+	sub := s.clone()
+	sub.depth++
+	if cmd {
+		if len(ops) == 0 {
+			return
+		}
+		sub.params, sub.paramsKnown = nil, true
+		if len(ops) > 2 {
+			sub.params = append([]string(nil), ops[2:]...)
+		}
+		a.eval(sub, ops[0])
+		return
+	}
+	if len(ops) == 0 || ops[0] == "/dev/stdin" {
+		a.shellInput(sub, in, name)
+		return
+	}
+	if p, ok := a.procs[ops[0]]; ok {
+		a.shellInput(sub, p, name)
+	}
+	// A script file: the guard does not read files.
+}
+
+// blind decides a command whose name is not known until it runs: deny
+// when its arguments would be destructive for a command it could be.
+func (a *analyzer) blind(s *shState, argv []string, in input) {
+	args := argv[1:]
+	if a.inBlind {
+		a.deny(CodeBlind, "a command name built at run time runs another one the guard cannot know")
+		return
+	}
+	for _, cand := range []string{"git", "rm", "find", "mv", "chmod", "dd", "shred", "truncate", "rsync", "sh", "python", "xargs"} {
+		sub := &analyzer{paths: a.paths, lastFields: a.lastFields, inBlind: true, commands: a.commands}
+		sub.run(s.clone(), append([]string{cand}, args...), in, nil)
+		if sub.found != nil {
+			a.deny(CodeBlind, "the command name is built at run time ("+clip(printable(argv[0]))+
+				") and its arguments would be destructive if it were "+cand+": "+clip(printable(strings.Join(args, " "))))
+			return
+		}
+	}
+	for _, x := range args {
+		if isUnknown(x) && len(args) == 1 {
+			continue
+		}
+		switch strings.ToLower(x) {
+		case "reset", "clean", "push", "--hard", "--force", "--mirror", "--delete", "-rf", "-fr", "-delete", "filter-branch":
+			a.deny(CodeBlind, "the command name is built at run time ("+clip(printable(argv[0]))+") and its arguments look destructive")
+			return
+		}
+	}
+}
+
+// gnuSpec describes a GNU-style command's options: short letters that
+// take a value, and long option names (for unique-prefix abbreviation).
+type gnuSpec struct {
+	value     string
+	long      []string
+	longValue map[string]bool
+}
+
+// scan returns the options given (short letters as "-x", long options by
+// their full name as "--name") and the operands; options may follow
+// operands, "--" ends them.
+func (sp gnuSpec) scan(args []string) (map[string]string, []string) {
+	opts := map[string]string{}
+	var ops []string
+	for i := 0; i < len(args); i++ {
+		x := args[i]
+		switch {
+		case x == "--":
+			ops = append(ops, args[i+1:]...)
+			return opts, ops
+		case strings.HasPrefix(x, "--"):
+			n, v, hasV := strings.Cut(x[2:], "=")
+			full := n
+			var matches []string
+			for _, l := range sp.long {
+				if l == n {
+					matches = []string{l}
+					break
+				}
+				if strings.HasPrefix(l, n) {
+					matches = append(matches, l)
+				}
+			}
+			if len(matches) >= 1 {
+				full = matches[0]
+				if len(matches) > 1 {
+					for _, m := range matches {
+						opts["--"+m] = v // ambiguous: the program refuses; count all
+					}
+				}
+			}
+			if !hasV && sp.longValue[full] && i+1 < len(args) {
+				i++
+				v = args[i]
+			}
+			opts["--"+full] = v
+		case strings.HasPrefix(x, "-") && len(x) > 1:
+			for j := 1; j < len(x); j++ {
+				c := x[j]
+				if strings.IndexByte(sp.value, c) >= 0 {
+					v := x[j+1:]
+					if v == "" && i+1 < len(args) {
+						i++
+						v = args[i]
+					}
+					opts["-"+string(c)] = v
+					break
+				}
+				opts["-"+string(c)] = ""
+			}
+		default:
+			ops = append(ops, x)
+		}
+	}
+	return opts, ops
+}
+
+func has(opts map[string]string, keys ...string) bool {
+	for _, k := range keys {
+		if _, ok := opts[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// skipOpts drops leading options (value letters and long names take the
+// next word) and returns the rest, starting at the first operand.
+func skipOpts(args []string, value string, longValue []string) []string {
+	for i := 0; i < len(args); i++ {
+		x := args[i]
+		if x == "--" {
+			return args[i+1:]
+		}
+		if !strings.HasPrefix(x, "-") || x == "-" {
+			return args[i:]
+		}
+		if strings.HasPrefix(x, "--") {
+			n := strings.TrimPrefix(x, "--")
+			if !strings.Contains(n, "=") {
+				for _, l := range longValue {
+					if l == n {
+						i++
+					}
+				}
+			}
+			continue
+		}
+		for j := 1; j < len(x); j++ {
+			if strings.IndexByte(value, x[j]) >= 0 {
+				if j == len(x)-1 {
+					i++
+				}
+				break
+			}
+		}
+	}
+	return nil
+}
+
+var rmSpec = gnuSpec{long: []string{"force", "interactive", "one-file-system", "no-preserve-root", "preserve-root",
+	"recursive", "dir", "verbose", "help", "version"}}
+
+func (a *analyzer) rm(s *shState, name string, args []string, in input) {
+	opts, ops := rmSpec.scan(args)
+	recursive := has(opts, "-r", "-R", "--recursive")
+	switch name {
+	case "trash", "trash-put", "rmtrash", "srm", "wipe", "rimraf", "del", "del-cli":
+		recursive = true
+	case "unlink", "rmdir":
+		recursive = false
+	}
+	for _, x := range ops {
+		if why := a.deletion(s.cwd, x, recursive); why != "" {
+			a.deny(CodeDestructive, name+" "+printable(x)+" is blocked: "+why)
+			return
+		}
+	}
+}
+
+// writeTo denies a write onto a protected file.
+func (a *analyzer) writeTo(s *shState, p, by string) bool {
+	if why := a.write(s.cwd, p); why != "" {
+		a.deny(CodeDestructive, by+" onto "+printable(p)+" is blocked: "+why)
+		return true
+	}
+	return a.anti(s, p)
+}
+
+var cpSpec = gnuSpec{value: "tSgmo", long: []string{"target-directory", "suffix", "backup", "force", "recursive",
+	"no-target-directory", "symbolic", "link", "archive", "update", "parents", "preserve", "reflink", "mode", "owner", "group"},
+	longValue: map[string]bool{"target-directory": true, "suffix": true, "mode": true, "owner": true, "group": true}}
+
+func (a *analyzer) copyLike(s *shState, name string, args []string) {
+	opts, ops := cpSpec.scan(args)
+	dest := ""
+	if t, ok := opts["-t"]; ok {
+		dest = t
+	} else if t, ok := opts["--target-directory"]; ok {
+		dest = t
+	} else if len(ops) > 0 {
+		dest = ops[len(ops)-1]
+		ops = ops[:len(ops)-1]
+	}
+	if name == "ln" && len(ops) == 0 && dest != "" {
+		return // ln -s target: the link is made in the current directory
+	}
+	if dest != "" && a.writeTo(s, dest, name) {
+		return
+	}
+	for _, x := range ops {
+		if a.anti(s, x) {
+			return
+		}
+	}
+}
+
+func (a *analyzer) mv(s *shState, args []string) {
+	opts, ops := cpSpec.scan(args)
+	dest := ""
+	if t, ok := opts["-t"]; ok {
+		dest = t
+	} else if t, ok := opts["--target-directory"]; ok {
+		dest = t
+	} else if len(ops) > 0 {
+		dest = ops[len(ops)-1]
+		ops = ops[:len(ops)-1]
+	}
+	for _, x := range ops {
+		if why := a.deletion(s.cwd, x, true); why != "" {
+			a.deny(CodeDestructive, "mv "+printable(x)+" is blocked: moving it away is as bad as deleting: "+why)
+			return
+		}
+	}
+	if dest != "" {
+		a.writeTo(s, dest, "mv")
+	}
+}
+
+func (a *analyzer) chmod(s *shState, name string, args []string) {
+	sp := gnuSpec{long: []string{"recursive", "reference", "changes", "silent", "quiet", "verbose", "dereference",
+		"no-dereference", "from", "preserve-root", "no-preserve-root"}}
+	if name == "setfacl" {
+		sp.value = "mMxX"
+	}
+	// chmod's modes such as -w look like options: treat them as operands
+	var fixed []string
+	for _, x := range args {
+		if name == "chmod" && len(x) > 1 && x[0] == '-' && strings.Trim(x[1:], "rwxXstugoa,+-=0123456789") == "" && x != "-R" {
+			fixed = append(fixed, "--mode"+x)
+			continue
+		}
+		fixed = append(fixed, x)
+	}
+	opts, ops := sp.scan(fixed)
+	recursive := has(opts, "-R", "--recursive")
+	if len(ops) > 0 && (name == "chmod" || name == "chown" || name == "chgrp" || name == "chattr" || name == "chcon") && !has(opts, "--reference") {
+		ops = ops[1:]
+	}
+	for _, x := range ops {
+		abs, known := resolve(s.cwd, x)
+		if isGit, inside := gitSegments(abs); isGit || inside {
+			a.deny(CodeDestructive, name+" "+printable(x)+" is blocked: it changes .git (the repository's history)")
+			return
+		}
+		if recursive {
+			if why := a.deletion(s.cwd, x, true); why != "" && (known || isUnknown(x)) {
+				a.deny(CodeDestructive, name+" -R "+printable(x)+" is blocked: "+strings.Replace(why, "deletion", "change", 1))
+				return
+			}
+		}
+	}
+}
+
+func (a *analyzer) sed(s *shState, args []string) {
+	sp := gnuSpec{value: "efl", long: []string{"expression", "file", "in-place", "quiet", "silent", "regexp-extended",
+		"separate", "null-data", "zero-terminated", "debug", "posix", "sandbox", "unbuffered", "line-length", "follow-symlinks"},
+		longValue: map[string]bool{"expression": true, "file": true, "line-length": true}}
+	// -i takes an optional suffix attached to it: treat -i… as in-place
+	var fixed []string
+	inPlace := false
+	for _, x := range args {
+		if len(x) > 1 && x[0] == '-' && x[1] != '-' && strings.Contains(x, "i") {
+			before, _, _ := strings.Cut(x[1:], "i")
+			if strings.Trim(before, "nEsrzu") == "" {
+				inPlace = true
+				if before != "" {
+					fixed = append(fixed, "-"+before)
+				}
+				continue
+			}
+		}
+		fixed = append(fixed, x)
+	}
+	opts, ops := sp.scan(fixed)
+	if has(opts, "--in-place") {
+		inPlace = true
+	}
+	if !has(opts, "-e", "-f", "--expression", "--file") && len(ops) > 0 {
+		ops = ops[1:]
+	}
+	for _, x := range ops {
+		if inPlace {
+			if a.writeTo(s, x, "sed -i") {
+				return
+			}
+		} else if a.anti(s, x) {
+			return
+		}
+	}
+}
+
+func (a *analyzer) rsync(s *shState, args []string) {
+	var ops []string
+	del := false
+	for _, x := range args {
+		if strings.HasPrefix(x, "--del") || x == "--remove-source-files" || strings.HasPrefix(x, "--remove-sou") {
+			del = true
+		}
+		if !strings.HasPrefix(x, "-") {
+			ops = append(ops, x)
+		}
+	}
+	if len(ops) < 2 {
+		return
+	}
+	dest := ops[len(ops)-1]
+	if strings.Contains(dest, ":") {
+		return // remote
+	}
+	if del {
+		if why := a.deletion(s.cwd, dest, true); why != "" {
+			a.deny(CodeDestructive, "rsync --delete into "+printable(dest)+" is blocked: "+why)
+			return
+		}
+		if abs, known := resolve(s.cwd, dest); known && a.project != "" && within(a.project, abs) {
+			a.deny(CodeDestructive, "rsync --delete into "+printable(dest)+" is blocked: it deletes the project's files")
+			return
+		}
+	}
+	a.writeTo(s, dest, "rsync")
+}
+
+// findTests are find's expression words that take one argument.
+var findTests = map[string]bool{
+	"-name": true, "-iname": true, "-path": true, "-ipath": true, "-wholename": true, "-iwholename": true, "-regex": true,
+	"-iregex": true, "-type": true, "-xtype": true, "-size": true, "-mtime": true, "-mmin": true, "-atime": true, "-amin": true,
+	"-ctime": true, "-cmin": true, "-newer": true, "-perm": true, "-user": true, "-group": true, "-uid": true, "-gid": true,
+	"-maxdepth": true, "-mindepth": true, "-links": true, "-inum": true, "-samefile": true, "-fstype": true, "-used": true,
+	"-printf": true, "-fprint": true, "-fprint0": true, "-fls": true, "-lname": true, "-ilname": true, "-context": true,
+	"-regextype": true, "-newermt": true, "-newerct": true, "-newerat": true, "-anewer": true, "-cnewer": true, "-files0-from": true,
+}
+
+func (a *analyzer) find(s *shState, args []string) {
+	i := 0
+	for i < len(args) && (args[i] == "-H" || args[i] == "-L" || args[i] == "-P" || strings.HasPrefix(args[i], "-O") || args[i] == "-D") {
+		if args[i] == "-D" {
+			i++
+		}
+		i++
+	}
+	var roots []string
+	for i < len(args) && !strings.HasPrefix(args[i], "-") && args[i] != "(" && args[i] != "!" {
+		roots = append(roots, args[i])
+		i++
+	}
+	if len(roots) == 0 {
+		roots = []string{"."}
+	}
+	expr := args[i:]
+	filtered, logic := false, false
+	var sample string
+	del := false
+	type execCmd struct{ argv []string }
+	var execs []execCmd
+	for j := 0; j < len(expr); j++ {
+		x := expr[j]
+		switch {
+		case x == "-o" || x == "-or" || x == "!" || x == "-not" || x == "," || x == "(" || x == ")":
+			logic = true
+		case x == "-name" || x == "-iname" || x == "-path" || x == "-ipath" || x == "-wholename" || x == "-regex" || x == "-iregex":
+			if j+1 < len(expr) {
+				pat := expr[j+1]
+				if !matchesGit(pat, x) {
+					filtered = true
+					if !strings.ContainsAny(pat, "*?[") {
+						sample = path.Base(pat)
+					}
+				}
+				j++
+			}
+		case x == "-delete":
+			del = true
+		case x == "-exec" || x == "-execdir" || x == "-ok" || x == "-okdir":
+			k := j + 1
+			for k < len(expr) && expr[k] != ";" && expr[k] != "+" {
+				k++
+			}
+			execs = append(execs, execCmd{argv: expr[j+1 : k]})
+			j = k
+		case findTests[x]:
+			j++
+		}
+	}
+	if logic {
+		filtered = false
+	}
+	if sample == "" {
+		sample = "item"
+	}
+	for _, r := range roots {
+		if a.found != nil {
+			return
+		}
+		// The items find visits: with a name filter, files below the root
+		// with a harmless name; without one, the root itself and its .git.
+		items := []string{strings.TrimSuffix(r, "/") + "/" + sample}
+		if !filtered {
+			items = []string{r}
+		} else if _, inside := gitSegments(path.Clean(r)); inside || path.Base(path.Clean(r)) == ".git" {
+			items = append(items, r)
+		}
+		if del {
+			for _, it := range items {
+				if why := a.deletion(s.cwd, it, true); why != "" {
+					a.deny(CodeDestructive, "find "+printable(r)+" -delete is blocked: "+why)
+					return
+				}
+			}
+		}
+		for _, e := range execs {
+			for _, it := range items {
+				argv := make([]string, len(e.argv))
+				for k, w := range e.argv {
+					argv[k] = strings.ReplaceAll(w, "{}", it)
+				}
+				a.run(s.clone(), argv, stdinNone, nil)
+				if a.found != nil {
+					a.found.Reason += " (run by find -exec on " + printable(it) + ")"
+					return
+				}
+			}
+		}
+	}
+}
+
+// matchesGit reports whether a find name/path pattern could match .git.
+func matchesGit(pat, test string) bool {
+	if test == "-regex" || test == "-iregex" {
+		return true // the guard does not evaluate regular expressions
+	}
+	if ok, _ := path.Match(pat, ".git"); ok {
+		return true
+	}
+	if test == "-path" || test == "-ipath" || test == "-wholename" {
+		for _, p := range []string{"./.git", "./.git/x", ".git", "./x/.git"} {
+			if ok, _ := path.Match(pat, p); ok {
+				return true
+			}
+		}
+		return strings.Contains(pat, "*") && !strings.Contains(pat, ".") // */x patterns can cross .git
+	}
+	return false
+}
+
+var xargsValue = "adEIiLlnPs"
+
+func (a *analyzer) xargs(s *shState, args []string, in input, env map[string]string) {
+	replace := ""
+	i := 0
+	for ; i < len(args); i++ {
+		x := args[i]
+		if x == "--" {
+			i++
+			break
+		}
+		if !strings.HasPrefix(x, "-") || x == "-" {
+			break
+		}
+		if strings.HasPrefix(x, "--") {
+			if strings.HasPrefix(x, "--replace") {
+				replace = "{}"
+				if _, v, ok := strings.Cut(x, "="); ok {
+					replace = v
+				}
+			}
+			continue
+		}
+		c := x[1]
+		if strings.IndexByte(xargsValue, c) >= 0 {
+			v := x[2:]
+			if v == "" && c != 'i' && c != 'l' && i+1 < len(args) {
+				i++
+				v = args[i]
+			}
+			if c == 'I' {
+				replace = v
+			}
+			if c == 'i' {
+				replace = "{}"
+				if v != "" {
+					replace = v
+				}
+			}
+		}
+	}
+	cmd := args[i:]
+	if len(cmd) == 0 {
+		cmd = []string{"echo"}
+	}
+	items := []string{unknown}
+	if in.present && in.known {
+		items = strings.Fields(in.text)
+		if len(items) > maxLoopVals {
+			items = []string{unknown}
+		}
+	}
+	if len(items) == 0 {
+		return
+	}
+	if replace != "" {
+		for _, it := range items {
+			argv := make([]string, len(cmd))
+			for k, w := range cmd {
+				argv[k] = strings.ReplaceAll(w, replace, it)
+			}
+			a.run(s.clone(), argv, stdinNone, env)
+		}
+		return
+	}
+	a.run(s.clone(), append(append([]string(nil), cmd...), items...), stdinNone, env)
+}
+
+// unwrap sees through commands that run another command: env, sudo,
+// nohup, timeout …. It returns the wrapped command (nil if there is none)
+// and whether name is a wrapper.
+func (a *analyzer) unwrap(s *shState, name string, args []string, env map[string]string) ([]string, bool) {
+	switch name {
+	case "command":
+		for _, x := range args {
+			if x == "-v" || x == "-V" {
+				return nil, true
+			}
+		}
+		return skipOpts(args, "", nil), true
+	case "builtin", "nohup", "setsid", "unbuffer", "catchsegv", "dbus-run-session", "fakeroot", "proxychains", "proxychains4",
+		"torsocks", "tsocks", "xvfb-run", "caffeinate", "chronic", "ifne", "nocache", "eatmydata", "time", "exec", "noglob", "doas",
+		"pkexec", "firejail", "valgrind", "ltrace", "unshare", "systemd-run", "sg", "scl":
+		return skipOpts(args, "aCfFnNopuwsUgxe", []string{"user", "group", "output", "format", "chdir"}), true
+	case "nice":
+		return skipOpts(args, "n", []string{"adjustment"}), true
+	case "ionice":
+		return skipOpts(args, "cnp", []string{"class", "classdata", "pid"}), true
+	case "stdbuf":
+		return skipOpts(args, "ioe", []string{"input", "output", "error"}), true
+	case "strace":
+		return skipOpts(args, "abeEIoOpPsSuUX", []string{"output", "signal", "trace"}), true
+	case "timeout":
+		rest := skipOpts(args, "ks", []string{"kill-after", "signal"})
+		if len(rest) > 1 {
+			return rest[1:], true
+		}
+		return nil, true
+	case "taskset":
+		rest := skipOpts(args, "", nil)
+		if len(rest) > 1 {
+			return rest[1:], true
+		}
+		return nil, true
+	case "chrt":
+		rest := skipOpts(args, "T P D", nil)
+		if len(rest) > 1 {
+			return rest[1:], true
+		}
+		return nil, true
+	case "chroot":
+		rest := skipOpts(args, "", []string{"userspec", "groups"})
+		if len(rest) > 1 {
+			return rest[1:], true
+		}
+		return nil, true
+	case "sudo":
+		rest := skipOpts(args, "ughpCDrtUTR", []string{"user", "group", "host", "prompt", "close-from", "chdir", "role", "type", "other-user", "command-timeout"})
+		for len(rest) > 0 && strings.Contains(rest[0], "=") && syntax.ValidName(strings.SplitN(rest[0], "=", 2)[0]) {
+			rest = rest[1:]
+		}
+		return rest, true
+	case "env":
+		var out []string
+		for i := 0; i < len(args); i++ {
+			x := args[i]
+			switch {
+			case x == "-S" || x == "--split-string":
+				if i+1 < len(args) {
+					out = append(out, strings.Fields(args[i+1])...)
+					out = append(out, args[i+2:]...)
+				}
+				return out, true
+			case strings.HasPrefix(x, "-S"):
+				return append(strings.Fields(x[2:]), args[i+1:]...), true
+			case strings.HasPrefix(x, "--split-string="):
+				return append(strings.Fields(strings.TrimPrefix(x, "--split-string=")), args[i+1:]...), true
+			case x == "-u" || x == "-C" || x == "--unset" || x == "--chdir" || x == "-P":
+				if x == "-C" || x == "--chdir" {
+					if i+1 < len(args) {
+						a.cd(s, args[i+1:i+2])
+					}
+				}
+				i++
+			case x == "--":
+				continue
+			case strings.HasPrefix(x, "-"):
+			case strings.Contains(x, "=") && syntax.ValidName(strings.SplitN(x, "=", 2)[0]):
+				k, v, _ := strings.Cut(x, "=")
+				if env != nil {
+					env[k] = v
+				}
+			default:
+				return args[i:], true
+			}
+		}
+		return nil, true
+	case "su", "runuser":
+		for i := 0; i < len(args); i++ {
+			if (args[i] == "-c" || args[i] == "--command") && i+1 < len(args) {
+				return []string{"sh", "-c", args[i+1]}, true
+			}
+			if strings.HasPrefix(args[i], "--command=") {
+				return []string{"sh", "-c", strings.TrimPrefix(args[i], "--command=")}, true
+			}
+			if args[i] == "--" && name == "runuser" {
+				return args[i+1:], true
+			}
+		}
+		return nil, true
+	case "script":
+		for i := 0; i < len(args); i++ {
+			if (args[i] == "-c" || args[i] == "--command") && i+1 < len(args) {
+				return []string{"sh", "-c", args[i+1]}, true
+			}
+		}
+		return nil, true
+	case "flock":
+		rest := skipOpts(args, "wEc", []string{"timeout", "conflict-exit-code", "command"})
+		for i, x := range args {
+			if (x == "-c" || x == "--command") && i+1 < len(args) {
+				return []string{"sh", "-c", args[i+1]}, true
+			}
+		}
+		if len(rest) > 1 {
+			return rest[1:], true
+		}
+		return nil, true
+	case "watch":
+		rest := skipOpts(args, "nq", []string{"interval", "differences"})
+		exec := false
+		for _, x := range args {
+			if x == "-x" || x == "--exec" {
+				exec = true
+			}
+		}
+		if len(rest) == 0 {
+			return nil, true
+		}
+		if exec {
+			return rest, true
+		}
+		return []string{"sh", "-c", strings.Join(rest, " ")}, true
+	case "parallel":
+		for i, x := range args {
+			if x == ":::" || x == "::::" {
+				cmd := skipOpts(args[:i], "jSP", nil)
+				if len(cmd) == 0 {
+					return nil, true
+				}
+				var out []string
+				for _, v := range args[i+1:] {
+					out = append(out, strings.Join(cmd, " ")+" "+v)
+				}
+				return []string{"sh", "-c", strings.Join(out, "\n")}, true
+			}
+		}
+		return nil, false
+	}
+	return nil, false
+}

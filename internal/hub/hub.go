@@ -41,11 +41,11 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/auth"
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/dashboard"
-	"github.com/switchboard-hub/switchboard/internal/deliver/a2aremote"
 	"github.com/switchboard-hub/switchboard/internal/deliver/webhook"
 	"github.com/switchboard-hub/switchboard/internal/metrics"
 	"github.com/switchboard-hub/switchboard/internal/opsapi"
 	"github.com/switchboard-hub/switchboard/internal/proto/a2a"
+	a2aremote "github.com/switchboard-hub/switchboard/internal/proto/a2a/remote"
 	"github.com/switchboard-hub/switchboard/internal/proto/atp"
 	"github.com/switchboard-hub/switchboard/internal/proto/mamp"
 	mcpadapter "github.com/switchboard-hub/switchboard/internal/proto/mcp"
@@ -167,12 +167,9 @@ type Hub struct {
 	adapters []Adapter
 	// workers are the background jobs of the adapters not yet on the
 	// contract and of the hub itself, run by Serve beside the adapters.
-	workers []worker
-	// stopLegacy ends the context New gave the adapters that keep one in
-	// their options (A2A): Serve calls it when it drains.
-	stopLegacy context.CancelFunc
-	closeOnce  sync.Once
-	closeErr   error
+	workers   []worker
+	closeOnce sync.Once
+	closeErr  error
 	// stage, when set (tests), is told each shutdown stage as it ends.
 	stage func(string)
 }
@@ -281,7 +278,7 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	relay.SetDeliverer(core.EndpointMAMP, webhook.New(client, mamp.Encoder{Host: relay.Config().Host}, signer))
 	relay.SetDeliverer(core.EndpointA2A, a2aremote.New(policy.Client(relay.Config().DeliverTimeout)))
 	client.Transport = tracing.Transport(client.Transport)
-	relay.SetDeliverer(a2a.EndpointPush, a2a.PushDeliverer{Client: client})
+	relay.SetDeliverer(a2a.EndpointPush, webhook.New(client, a2a.PushEncoder{}, a2a.PushSigner{}))
 	// deliverers: each protocol adapter adds its line above this marker.
 
 	h := &Hub{Relay: relay, Store: st, Mux: http.NewServeMux(), opt: opt, log: log, Outbound: client,
@@ -297,10 +294,6 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 		}
 		h.workers = append(h.workers, worker{"store notifications", func(ctx context.Context) { follow(ctx, due, receipts, relay, log) }})
 	}
-	// The adapters that keep a context in their options get one that
-	// Serve ends when it drains.
-	legacyCtx, stopLegacy := context.WithCancel(context.WithoutCancel(ctx))
-	h.stopLegacy = stopLegacy
 	authn := &auth.Authenticator{Dev: opt.Dev, Creds: h.Creds}
 	if !opt.Dev {
 		tok, err := adminToken(opt)
@@ -318,22 +311,21 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 		// credentials, in the core.
 		relay.SetRevoker(h.Creds)
 	}
+	a2aSrv := a2a.New(relay, a2a.Options{Records: st, MaxBody: opt.MaxBody, Secured: !opt.Dev, Logger: log, CheckURL: policy.CheckURL})
+	relay.SetDeliverer(a2a.EndpointReply, a2aSrv.ReplyDeliverer())
 	// Adapters on the contract: mounted here, run by Serve.
 	h.adapters = []Adapter{
 		atp.New(relay, atp.Options{MaxBody: opt.MaxBody, Issuer: issuer, Secrets: signer, CheckURL: policy.CheckURL}),
 		mamp.New(relay, mamp.Options{MaxBody: opt.MaxBody, Issuer: issuer, Records: st, Remotes: mamp.RemotesFromEnv(),
 			Logger: log, CheckURL: policy.CheckURL, Secrets: signer}),
+		a2aSrv,
+		a2aremote.NewRegistrar(relay, a2aremote.Options{Logger: log, Client: policy.Client(10 * time.Second)}),
 		opsapi.New(relay, opt.Version),
 		opsapi.NewTokens(relay, h.Creds),
 	}
 	for _, a := range h.adapters {
 		a.Mount(h.Mux)
 	}
-	// Adapters not yet on the contract, mounted the old way.
-	a2a.New(relay, a2a.Options{MaxBody: opt.MaxBody, Secured: !opt.Dev, Context: legacyCtx, Logger: log, HTTPClient: client, CheckURL: policy.CheckURL}).Mount(h.Mux)
-	a2aReg := a2aremote.NewRegistrar(relay, a2aremote.Options{Logger: log, Client: policy.Client(10 * time.Second)})
-	a2aReg.Mount(h.Mux)
-	h.workers = append(h.workers, worker{"a2a remote agents", a2aReg.Run})
 	h.AMP = amp.New(&ampstore.Store{Records: st, Clock: clock})
 	ampHandler := ampapi.New(h.AMP, h.log)
 	h.Mux.Handle("GET /v4/amp", ampHandler)
@@ -548,6 +540,9 @@ func (h *Hub) Serve(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes:    64 << 10,
 		ConnState:         h.conns.state,
 		BaseContext:       func(net.Listener) context.Context { return reqCtx },
+		// HTTP/2 without TLS too (prior knowledge, h2c): the A2A gRPC
+		// binding is served on this port (HTTP/2 with TLS as ever).
+		Protocols: serverProtocols(),
 	}
 	stage := func(s string) {
 		h.log.Debug("hub stopped", "stage", s)
@@ -620,7 +615,6 @@ func (h *Hub) Serve(ctx context.Context, ln net.Listener) error {
 	stage("http")
 	// 2. Drain: background work ends.
 	stopWork()
-	h.stopLegacy()
 	if gerr := g.Wait(); err == nil && ctx.Err() == nil {
 		err = gerr
 	}
@@ -638,11 +632,20 @@ func (h *Hub) Serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-// Close closes the store (once; Serve does it when it returns) and ends
-// the context of the adapters that keep one.
+// serverProtocols are the protocols the hub serves: HTTP/1.1, HTTP/2
+// over TLS and HTTP/2 without it (h2c with prior knowledge, as gRPC
+// clients speak it).
+func serverProtocols() *http.Protocols {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetHTTP2(true)
+	p.SetUnencryptedHTTP2(true)
+	return &p
+}
+
+// Close closes the store (once; Serve does it when it returns).
 func (h *Hub) Close() error {
 	h.closeOnce.Do(func() {
-		h.stopLegacy()
 		h.closeErr = h.Store.Close()
 	})
 	return h.closeErr

@@ -1,6 +1,8 @@
 package a2a
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,16 +13,10 @@ import (
 
 	sdk "github.com/a2aproject/a2a-go/v2/a2a"
 
-	"github.com/switchboard-hub/switchboard/internal/auth"
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/httperr"
-	"github.com/switchboard-hub/switchboard/internal/proto/atp"
 	"github.com/switchboard-hub/switchboard/internal/ssrf"
 )
-
-// payloadParts maps an ATP-style result payload to canonical parts (the
-// ATP adapter's rules).
-func payloadParts(raw json.RawMessage) ([]core.Part, error) { return atp.PayloadToParts(raw) }
 
 // baseURL is the hub's external base URL as seen by this request.
 func (s *Server) baseURL(r *http.Request) string {
@@ -37,8 +33,37 @@ func (s *Server) baseURL(r *http.Request) string {
 	return scheme + "://" + r.Host
 }
 
-// EndpointURL is agent id's JSON-RPC endpoint under base.
+// EndpointURL is agent id's JSON-RPC and HTTP+JSON endpoint under base.
 func EndpointURL(base, id string) string { return base + "/a2a/" + url.PathEscape(id) }
+
+// grpcTarget is the gRPC target (host:port) of the hub at base.
+func grpcTarget(base string) string {
+	u, err := url.Parse(base)
+	if err != nil || u.Host == "" {
+		return base
+	}
+	if u.Port() != "" {
+		return u.Host
+	}
+	if u.Scheme == "https" {
+		return u.Host + ":443"
+	}
+	return u.Host + ":80"
+}
+
+// interfaces lists every interface an agent is served at: JSON-RPC and
+// HTTP+JSON at its endpoint URL, each in 1.0 and 0.3, and gRPC (1.0) at
+// the hub's port with the agent as tenant.
+func interfaces(base, id string) []*sdk.AgentInterface {
+	ep := EndpointURL(base, id)
+	return []*sdk.AgentInterface{
+		{URL: ep, ProtocolBinding: sdk.TransportProtocolJSONRPC, ProtocolVersion: "1.0"},
+		{URL: ep, ProtocolBinding: sdk.TransportProtocolHTTPJSON, ProtocolVersion: "1.0"},
+		{URL: grpcTarget(base), ProtocolBinding: sdk.TransportProtocolGRPC, ProtocolVersion: "1.0", Tenant: id},
+		{URL: ep, ProtocolBinding: sdk.TransportProtocolJSONRPC, ProtocolVersion: "0.3"},
+		{URL: ep, ProtocolBinding: sdk.TransportProtocolHTTPJSON, ProtocolVersion: "0.3"},
+	}
+}
 
 // modes maps card content types to media types.
 func modes(a *core.Agent) []string {
@@ -107,25 +132,21 @@ func describe(a *core.Agent) (name, desc, version string) {
 // card builds the 1.0 card of agent a.
 func (s *Server) card(base string, a *core.Agent) *sdk.AgentCard {
 	name, desc, version := describe(a)
-	ep := EndpointURL(base, a.ID)
 	c := &sdk.AgentCard{
 		Name: name, Description: desc, Version: version,
-		SupportedInterfaces: []*sdk.AgentInterface{
-			{URL: ep, ProtocolBinding: sdk.TransportProtocolJSONRPC, ProtocolVersion: "1.0"},
-			{URL: ep, ProtocolBinding: sdk.TransportProtocolJSONRPC, ProtocolVersion: "0.3"},
-		},
-		Capabilities:       sdk.AgentCapabilities{Streaming: true, PushNotifications: true},
-		DefaultInputModes:  modes(a),
-		DefaultOutputModes: modes(a),
-		Skills:             skills(a),
-		Provider:           &sdk.AgentProvider{Org: "Switchboard", URL: base},
+		SupportedInterfaces: interfaces(base, a.ID),
+		Capabilities:        sdk.AgentCapabilities{Streaming: true, PushNotifications: true},
+		DefaultInputModes:   modes(a),
+		DefaultOutputModes:  modes(a),
+		Skills:              skills(a),
+		Provider:            &sdk.AgentProvider{Org: "Switchboard", URL: base},
 	}
 	if a.Card.Owner != nil && a.Card.Owner.Organization != "" {
 		c.Provider.Org = a.Card.Owner.Organization
 	}
 	if s.opt.Secured {
 		c.SecuritySchemes = sdk.NamedSecuritySchemes{"bearer": sdk.HTTPAuthSecurityScheme{Scheme: "Bearer",
-			Description: "a Switchboard agent credential (sbk_…) or the admin token"}}
+			Description: "a Switchboard agent's key (sbk_…) or the operator's"}}
 		c.SecurityRequirements = sdk.SecurityRequirementsOptions{{"bearer": {}}}
 	}
 	return c
@@ -150,6 +171,10 @@ func (s *Server) legacyCard(base string, a *core.Agent) map[string]any {
 		"version":            version,
 		"url":                ep,
 		"preferredTransport": "JSONRPC",
+		"additionalInterfaces": []map[string]string{
+			{"url": ep, "transport": "JSONRPC"},
+			{"url": ep, "transport": "HTTP+JSON"},
+		},
 		"capabilities":       map[string]any{"streaming": true, "pushNotifications": true, "stateTransitionHistory": true},
 		"defaultInputModes":  modes(a),
 		"defaultOutputModes": modes(a),
@@ -189,8 +214,18 @@ func (s *Server) hybridCard(base string, a *core.Agent) (map[string]any, error) 
 	return m, nil
 }
 
+// cardAgent returns the agent whose card r asks for: any registered agent
+// but the hidden ones (cards are public).
+func (s *Server) cardAgent(r *http.Request) (*core.Agent, error) {
+	id := r.PathValue("agent")
+	if core.Hidden(id) {
+		return nil, fmt.Errorf("agent %q: %w", id, core.ErrNotFound)
+	}
+	return s.relay.LookupAgent(r.Context(), s.hub, id)
+}
+
 func (s *Server) agentCard(w http.ResponseWriter, r *http.Request) {
-	a, err := s.relay.Store().GetAgent(r.Context(), r.PathValue("agent"))
+	a, err := s.cardAgent(r)
 	if err != nil {
 		httperr.From(w, err)
 		return
@@ -200,16 +235,45 @@ func (s *Server) agentCard(w http.ResponseWriter, r *http.Request) {
 		httperr.From(w, err)
 		return
 	}
-	httperr.JSON(w, http.StatusOK, c)
+	writeCard(w, r, c, "public, max-age=300")
 }
 
 func (s *Server) legacyAgentCard(w http.ResponseWriter, r *http.Request) {
-	a, err := s.relay.Store().GetAgent(r.Context(), r.PathValue("agent"))
+	a, err := s.cardAgent(r)
 	if err != nil {
 		httperr.From(w, err)
 		return
 	}
-	httperr.JSON(w, http.StatusOK, s.legacyCard(s.baseURL(r), a))
+	writeCard(w, r, s.legacyCard(s.baseURL(r), a), "public, max-age=300")
+}
+
+// writeCard answers a card with caching headers: Cache-Control as given
+// and an ETag of its bytes; a request whose If-None-Match names the ETag
+// gets 304 and no body.
+func writeCard(w http.ResponseWriter, r *http.Request, card any, cacheControl string) {
+	b, err := json.Marshal(card)
+	if err != nil {
+		httperr.From(w, err)
+		return
+	}
+	sum := sha256.Sum256(b)
+	etag := `"` + hex.EncodeToString(sum[:16]) + `"`
+	h := w.Header()
+	h.Set("Cache-Control", cacheControl)
+	h.Set("ETag", etag)
+	if strings.HasPrefix(cacheControl, "private") {
+		h.Set("Vary", "Authorization")
+	}
+	if inm := r.Header.Get("If-None-Match"); inm != "" {
+		for _, t := range strings.Split(inm, ",") {
+			if t = strings.TrimSpace(t); t == etag || t == "*" || t == "W/"+etag {
+				w.WriteHeader(http.StatusNotModified)
+				return
+			}
+		}
+	}
+	h.Set("Content-Type", "application/json")
+	_, _ = w.Write(append(b, '\n'))
 }
 
 // DirectoryEntry is one agent in the hub card's directory.
@@ -230,6 +294,38 @@ func (s *Server) entry(base string, a *core.Agent) DirectoryEntry {
 		Protocol: a.Protocol, Alive: a.Alive(s.relay.Clock().Now())}
 }
 
+// listed lists the agents the caller may see, without the hidden ones
+// (which stay out of every directory, the operator's too).
+func (s *Server) listed(r *http.Request) ([]*core.Agent, error) {
+	list, err := s.relay.ListAgents(r.Context(), core.PrincipalFrom(r.Context()), core.AgentFilter{})
+	if err != nil {
+		return nil, err
+	}
+	out := list[:0]
+	for _, a := range list {
+		if !core.Hidden(a.ID) {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// directory lists the hub's agents with their A2A endpoints and cards. As
+// every agent listing, it needs a credential when auth is on.
+func (s *Server) directory(w http.ResponseWriter, r *http.Request) {
+	list, err := s.listed(r)
+	if err != nil {
+		httperr.From(w, err)
+		return
+	}
+	base := s.baseURL(r)
+	out := make([]DirectoryEntry, 0, len(list))
+	for _, a := range list {
+		out = append(out, s.entry(base, a))
+	}
+	httperr.JSON(w, http.StatusOK, map[string]any{"agents": out})
+}
+
 // hubCard is the hub's own card: a directory of its agents. Each agent is
 // a skill (id = agent id) and the "agents" array gives each one's endpoint
 // and card. The hub itself takes no messages (supportedInterfaces is
@@ -238,14 +334,11 @@ func (s *Server) entry(base string, a *core.Agent) DirectoryEntry {
 // only to a caller with a credential when auth is on; an anonymous caller
 // gets the card with both empty, and the description says why.
 func (s *Server) hubCard(w http.ResponseWriter, r *http.Request) {
-	var list []*core.Agent
-	listed := auth.Member(r.Context()) == nil
-	if listed {
-		var err error
-		if list, err = s.relay.Store().ListAgents(r.Context(), core.AgentFilter{}); err != nil {
-			httperr.From(w, err)
-			return
-		}
+	list, err := s.listed(r)
+	listed := err == nil
+	if err != nil && core.KindOf(err) != core.KindUnauthenticated {
+		httperr.From(w, err)
+		return
 	}
 	base := s.baseURL(r)
 	dir := make([]DirectoryEntry, 0, len(list))
@@ -272,7 +365,7 @@ func (s *Server) hubCard(w http.ResponseWriter, r *http.Request) {
 		"provider":            map[string]any{"organization": "Switchboard", "url": base},
 		"agents":              dir,
 	}
-	httperr.JSON(w, http.StatusOK, card)
+	writeCard(w, r, card, "private, max-age=60")
 }
 
 // neverAllowed is the part of the SSRF policy no configuration relaxes:

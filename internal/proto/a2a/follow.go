@@ -31,7 +31,6 @@ import (
 // in place of one that is gone) follows every task left open: adopt.
 type followers struct {
 	s    *Server
-	once sync.Once
 	wake chan struct{} // something in due
 
 	mu    sync.Mutex
@@ -99,7 +98,7 @@ func (f *followers) remember(ctx context.Context, agent, taskID, msgID string, u
 	if err != nil {
 		return fmt.Errorf("a2a: encode follow mark: %w", err)
 	}
-	_, err = f.s.relay.Store().PutRecord(ctx, core.Record{Kind: KindFollow, ID: msgID, Data: b, UpdatedAt: f.s.relay.Clock().Now()})
+	_, err = f.s.opt.Records.PutRecord(ctx, core.Record{Kind: KindFollow, ID: msgID, Data: b, UpdatedAt: f.s.relay.Clock().Now()})
 	if err != nil && !errors.Is(err, core.ErrConflict) {
 		return fmt.Errorf("a2a: record follow mark: %w", err)
 	}
@@ -111,32 +110,20 @@ func (f *followers) remember(ctx context.Context, agent, taskID, msgID string, u
 // and forgotten then.
 func (f *followers) forget(ctx context.Context, ids []string) {
 	for _, id := range ids {
-		if err := f.s.relay.Store().DeleteRecord(ctx, KindFollow, id); err != nil && !errors.Is(err, core.ErrNotFound) && ctx.Err() == nil {
+		if err := f.s.opt.Records.DeleteRecord(ctx, KindFollow, id); err != nil && !errors.Is(err, core.ErrNotFound) && ctx.Err() == nil {
 			f.s.log.Warn("a2a: forget follow mark", "message", id, "err", err)
 		}
 	}
 }
 
-// start runs the follower and adopts what the store says is followed.
-func (f *followers) start() {
-	f.once.Do(func() {
-		ctx := f.s.opt.Context
-		go f.run(ctx)
-		go func() {
-			if _, err := f.adopt(ctx); err != nil && ctx.Err() == nil {
-				f.s.log.Warn("a2a: adopt open tasks", "err", err)
-			}
-		}()
-	})
-}
-
 // adopt follows every message the store marks as followed and this
-// instance does not follow: the open tasks of a hub that stopped. It reads
+// instance does not follow: the open tasks of a hub that stopped (Run
+// calls it when the adapter starts). It reads
 // the marks a page at a time and returns how many it adopted.
 func (f *followers) adopt(ctx context.Context) (int, error) {
 	n, after := 0, ""
 	for {
-		recs, err := f.s.relay.Store().ListRecordsAfter(ctx, KindFollow, "", after, adoptPage)
+		recs, err := f.s.opt.Records.ListRecordsAfter(ctx, KindFollow, "", after, adoptPage)
 		if err != nil {
 			return n, fmt.Errorf("a2a: list follow marks: %w", err)
 		}
@@ -170,7 +157,6 @@ func (f *followers) follow(agent, taskID, msgID string, until time.Time) {
 
 // followFrom is follow with the first check after first.
 func (f *followers) followFrom(agent, taskID, msgID string, until time.Time, first time.Duration) {
-	f.start()
 	now := f.s.relay.Clock().Now()
 	e := &followed{agent: agent, task: taskID, until: until,
 		next: now.Add(first), gap: followFirstGap}
@@ -304,6 +290,7 @@ func (f *followers) pass(ctx context.Context) {
 		}
 	}
 	if len(ended) > 0 {
-		go f.forget(ctx, ended) // a write each: not in the way of the next pass
+		// A write each: not in the way of the next pass.
+		f.s.background(ctx, func(ctx context.Context) { f.forget(ctx, ended) })
 	}
 }

@@ -55,7 +55,7 @@ func TestFollowerKeepsTasksItCouldNotCheck(t *testing.T) {
 			defer cancel()
 			st := &taskReadFails{Store: openStore(t), fail: func() error { return tt.fail(cancel) }}
 			relay := core.NewRelay(st, nil, core.Config{}, nil)
-			s := New(relay, Options{})
+			s := New(relay, Options{Records: st})
 			f := s.followers
 			now := relay.Clock().Now()
 			if err := f.remember(ctx, "agent", "task-1", "msg-1", now.Add(time.Hour)); err != nil {

@@ -43,8 +43,7 @@ func TestAdoptReadsEveryMark(t *testing.T) {
 	defer cancel()
 	st := openStore(t)
 	relay := core.NewRelay(st, nil, core.Config{}, nil)
-	s := New(relay, Options{})
-	s.opt.Context = ctx // stops the follower when the test ends
+	s := New(relay, Options{Records: st})
 	const n = adoptPage + 1
 	until := relay.Clock().Now().Add(time.Hour)
 	var wg sync.WaitGroup
@@ -70,8 +69,8 @@ func TestRetireFinishedTasks(t *testing.T) {
 	ctx := context.Background()
 	st := openStore(t)
 	relay := core.NewRelay(st, nil, core.Config{Retention: time.Second}, nil)
-	relay.SetDeliverer(EndpointPush, PushDeliverer{})
-	s := New(relay, Options{})
+	relay.SetDeliverer(EndpointPush, nopDeliverer{})
+	s := New(relay, Options{Records: st})
 	if keep := s.retireKeep(); keep != retireMin {
 		t.Fatalf("finished tasks kept %v with a retention of 1s, want at least %v", keep, retireMin)
 	}
@@ -136,6 +135,14 @@ func TestRetireFinishedTasks(t *testing.T) {
 
 func second[T any](_ T, err error) error { return err }
 
+// nopDeliverer delivers nothing (the push agents of these tests are only
+// registered and removed).
+type nopDeliverer struct{}
+
+func (nopDeliverer) Deliver(context.Context, *core.Agent, *core.Message) core.Delivery {
+	return core.Delivery{Kind: core.OutcomeRetry}
+}
+
 // stuckStore fails to delete one task.
 type stuckStore struct {
 	core.Store
@@ -154,8 +161,9 @@ func (s stuckStore) DeleteRecord(ctx context.Context, kind, id string) error {
 func TestRetirePassesOverAStuckTask(t *testing.T) {
 	ctx := context.Background()
 	st := openStore(t)
-	relay := core.NewRelay(stuckStore{Store: st, task: "a-stuck"}, nil, core.Config{}, nil)
-	s := New(relay, Options{})
+	stuck := stuckStore{Store: st, task: "a-stuck"}
+	relay := core.NewRelay(stuck, nil, core.Config{}, nil)
+	s := New(relay, Options{Records: stuck})
 	now := relay.Clock().Now()
 	for _, id := range []string{"a-stuck", "b-done"} {
 		if err := s.tasks.create(ctx, &TaskRecord{Task: &sdk.Task{ID: sdk.TaskID(id), ContextID: "ctx", Status: sdk.TaskStatus{State: sdk.TaskStateSubmitted}}, Agent: "a"}); err != nil {
@@ -177,7 +185,7 @@ func TestRetirePassesOverAStuckTask(t *testing.T) {
 }
 
 // openStore opens an embedded store (no fsync) for the test.
-func openStore(t *testing.T) *sqlite.Store {
+func openStore(t testing.TB) *sqlite.Store {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), t.TempDir(), sqlite.Options{NoSync: true})
 	if err != nil {

@@ -1,21 +1,19 @@
 package a2a
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"net/http"
 	"slices"
 	"time"
 
 	sdk "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 
 	"github.com/switchboard-hub/switchboard/internal/core"
-	"github.com/switchboard-hub/switchboard/internal/deliver/webhook"
 )
 
 // pushRecord is a push notification config as the store keeps it.
@@ -43,8 +41,26 @@ func taskStripe(id sdk.TaskID) uint32 {
 	return h.Sum32() % pushStripes
 }
 
-// ErrTooManyPushConfigs refuses a config past MaxPushConfigs for a task.
-var ErrTooManyPushConfigs = errors.New("too many push notification configs for the task")
+// checkPush checks a push notification config's URL: its form, the
+// addresses no policy allows, and the operator's SSRF policy
+// (Options.CheckURL).
+func (s *Server) checkPush(c *sdk.PushConfig) error {
+	if c == nil {
+		return nil
+	}
+	if err := checkPushURL(c.URL); err != nil {
+		return invalid(fmt.Sprintf("push notification config: %v", err))
+	}
+	if c.Auth != nil && c.Auth.Scheme == "" {
+		return invalid("push notification config: authentication.scheme is required")
+	}
+	if s.opt.CheckURL != nil {
+		if err := s.opt.CheckURL(c.URL); err != nil {
+			return invalid(fmt.Sprintf("push notification config: url: %v", err))
+		}
+	}
+	return nil
+}
 
 // savePush creates or replaces a push config.
 func (s *Server) savePush(ctx context.Context, v Version, c *sdk.PushConfig) (*sdk.PushConfig, error) {
@@ -57,7 +73,8 @@ func (s *Server) savePush(ctx context.Context, v Version, c *sdk.PushConfig) (*s
 	mu := &s.pushLocks[taskStripe(c.TaskID)]
 	mu.Lock()
 	defer mu.Unlock()
-	recs, err := s.relay.Store().ListRecords(ctx, KindPush, string(c.TaskID), MaxPushConfigs+1)
+	st := s.opt.Records
+	recs, err := st.ListRecords(ctx, KindPush, string(c.TaskID), MaxPushConfigs+1)
 	if err != nil {
 		return nil, err
 	}
@@ -71,11 +88,11 @@ func (s *Server) savePush(ctx context.Context, v Version, c *sdk.PushConfig) (*s
 	}
 	rec := core.Record{Kind: KindPush, ID: pushKey(c.TaskID, c.ID), Index: string(c.TaskID), Data: b, UpdatedAt: s.relay.Clock().Now()}
 	for attempt := 0; attempt < 5; attempt++ {
-		_, err = s.relay.Store().PutRecord(ctx, rec)
+		_, err = st.PutRecord(ctx, rec)
 		if !errors.Is(err, core.ErrConflict) {
 			break
 		}
-		old, gerr := s.relay.Store().GetRecord(ctx, KindPush, rec.ID)
+		old, gerr := st.GetRecord(ctx, KindPush, rec.ID)
 		if gerr != nil {
 			return nil, gerr
 		}
@@ -88,7 +105,7 @@ func (s *Server) savePush(ctx context.Context, v Version, c *sdk.PushConfig) (*s
 }
 
 func (s *Server) pushConfigs(ctx context.Context, taskID string) ([]pushRecord, error) {
-	recs, err := s.relay.Store().ListRecords(ctx, KindPush, taskID, 1000)
+	recs, err := s.opt.Records.ListRecords(ctx, KindPush, taskID, 1000)
 	if err != nil {
 		return nil, err
 	}
@@ -102,141 +119,98 @@ func (s *Server) pushConfigs(ctx context.Context, taskID string) ([]pushRecord, 
 	return out, nil
 }
 
-func encodePush(v Version, c *sdk.PushConfig) any {
-	if v == V03 {
-		return pushToV03(c)
-	}
-	return c
-}
-
-// pushParams reads the task id and config id of a get/delete/list call.
-func pushParams(v Version, req *Request) (taskID, id string, e *RPCError) {
-	if v == V03 {
-		var p struct {
-			ID       string `json:"id"`
-			ConfigID string `json:"pushNotificationConfigId"`
-		}
-		if e := decodeParams(req, &p); e != nil {
-			return "", "", e
-		}
-		return p.ID, p.ConfigID, nil
-	}
-	var p struct {
-		TaskID string `json:"taskId"`
-		ID     string `json:"id"`
-	}
-	if e := decodeParams(req, &p); e != nil {
-		return "", "", e
-	}
-	return p.TaskID, p.ID, nil
-}
-
-func (s *Server) pushSet(ctx context.Context, ag *core.Agent, v Version, req *Request) (any, *RPCError) {
-	var c *sdk.PushConfig
-	if v == V03 {
-		var p v03TaskPushConfig
-		if e := decodeParams(req, &p); e != nil {
-			return nil, e
-		}
-		c = pushFromV03(p.TaskID, p.PushNotificationConfig)
-	} else {
-		c = &sdk.PushConfig{}
-		if e := decodeParams(req, c); e != nil {
-			return nil, e
-		}
-	}
+// CreateTaskPushConfig implements a2asrv.RequestHandler.
+func (h *handler) CreateTaskPushConfig(ctx context.Context, c *sdk.PushConfig) (*sdk.PushConfig, error) {
+	s := h.s
 	if c.TaskID == "" {
-		return nil, rpcErr(CodeInvalidParams, "taskId is required")
+		return nil, invalid("taskId is required")
 	}
-	if err := checkPushURL(c.URL); err != nil {
-		return nil, rpcErr(CodeInvalidParams, "push notification config: %v", err)
+	if err := s.checkPush(c); err != nil {
+		return nil, err
 	}
-	if e := s.checkPush(c); e != nil {
-		return nil, e
-	}
-	if c.Auth != nil && c.Auth.Scheme == "" {
-		return nil, rpcErr(CodeInvalidParams, "authentication.scheme is required")
-	}
-	if _, e := s.loadTask(ctx, ag, string(c.TaskID)); e != nil {
-		return nil, e
-	}
-	out, err := s.savePush(ctx, v, c)
+	ag, err := s.agent(ctx, c.Tenant)
 	if err != nil {
-		return nil, toRPCError(err)
+		return nil, err
 	}
-	return encodePush(v, out), nil
+	if _, err := s.visible(ctx, ag, string(c.TaskID)); err != nil {
+		return nil, err
+	}
+	cp := *c
+	out, err := s.savePush(ctx, versionOf(ctx), &cp)
+	if err != nil {
+		return nil, wireError(err)
+	}
+	return out, nil
 }
 
-// taskPushConfigs reads the params of a push config call, checks the
-// caller may see the task, and returns its configs.
-func (s *Server) taskPushConfigs(ctx context.Context, ag *core.Agent, v Version, req *Request) (taskID, id string, cs []pushRecord, e *RPCError) {
-	if taskID, id, e = pushParams(v, req); e != nil {
-		return "", "", nil, e
-	}
-	if _, e := s.loadTask(ctx, ag, taskID); e != nil {
-		return "", "", nil, e
-	}
-	cs, err := s.pushConfigs(ctx, taskID)
+// taskPushConfigs checks the caller may see the task and returns its
+// configs.
+func (s *Server) taskPushConfigs(ctx context.Context, tenant string, taskID sdk.TaskID) ([]pushRecord, error) {
+	ag, err := s.agent(ctx, tenant)
 	if err != nil {
-		return "", "", nil, toRPCError(err)
+		return nil, err
 	}
-	return taskID, id, cs, nil
+	if _, err := s.visible(ctx, ag, string(taskID)); err != nil {
+		return nil, err
+	}
+	cs, err := s.pushConfigs(ctx, string(taskID))
+	if err != nil {
+		return nil, wireError(err)
+	}
+	return cs, nil
 }
 
-func (s *Server) pushGet(ctx context.Context, ag *core.Agent, v Version, req *Request) (any, *RPCError) {
-	taskID, id, cs, e := s.taskPushConfigs(ctx, ag, v, req)
-	if e != nil {
-		return nil, e
+// GetTaskPushConfig implements a2asrv.RequestHandler.
+func (h *handler) GetTaskPushConfig(ctx context.Context, req *sdk.GetTaskPushConfigRequest) (*sdk.PushConfig, error) {
+	cs, err := h.s.taskPushConfigs(ctx, req.Tenant, req.TaskID)
+	if err != nil {
+		return nil, err
 	}
 	for _, c := range cs {
-		if id == "" || c.Config.ID == id {
-			return encodePush(v, c.Config), nil
+		if req.ID == "" || c.Config.ID == req.ID {
+			return c.Config, nil
 		}
 	}
-	return nil, rpcErr(CodeInvalidParams, "task %s has no push notification config %q", taskID, id)
+	return nil, wireError(fmt.Errorf("task %s has no push notification config %q: %w", req.TaskID, req.ID, core.ErrNotFound))
 }
 
-func (s *Server) pushList(ctx context.Context, ag *core.Agent, v Version, req *Request) (any, *RPCError) {
-	_, _, cs, e := s.taskPushConfigs(ctx, ag, v, req)
-	if e != nil {
-		return nil, e
+// ListTaskPushConfigs implements a2asrv.RequestHandler.
+func (h *handler) ListTaskPushConfigs(ctx context.Context, req *sdk.ListTaskPushConfigRequest) (*sdk.ListTaskPushConfigResponse, error) {
+	cs, err := h.s.taskPushConfigs(ctx, req.Tenant, req.TaskID)
+	if err != nil {
+		return nil, err
 	}
-	if v == V03 {
-		out := make([]v03TaskPushConfig, 0, len(cs))
-		for _, c := range cs {
-			out = append(out, pushToV03(c.Config))
-		}
-		return out, nil
-	}
-	out := sdk.ListTaskPushConfigResponse{Configs: []*sdk.PushConfig{}}
+	out := &sdk.ListTaskPushConfigResponse{Configs: []*sdk.PushConfig{}}
 	for _, c := range cs {
 		out.Configs = append(out.Configs, c.Config)
 	}
 	return out, nil
 }
 
-func (s *Server) pushDelete(ctx context.Context, ag *core.Agent, v Version, req *Request) (any, *RPCError) {
-	taskID, id, e := pushParams(v, req)
-	if e != nil {
-		return nil, e
+// DeleteTaskPushConfig implements a2asrv.RequestHandler.
+func (h *handler) DeleteTaskPushConfig(ctx context.Context, req *sdk.DeleteTaskPushConfigRequest) error {
+	s := h.s
+	if req.ID == "" {
+		return invalid("the push notification config id is required")
 	}
-	if id == "" {
-		return nil, rpcErr(CodeInvalidParams, "the push notification config id is required")
+	if _, err := s.taskPushConfigs(ctx, req.Tenant, req.TaskID); err != nil {
+		return err
 	}
-	if _, e := s.loadTask(ctx, ag, taskID); e != nil {
-		return nil, e
-	}
-	err := s.relay.Store().DeleteRecord(ctx, KindPush, pushKey(sdk.TaskID(taskID), id))
+	err := s.opt.Records.DeleteRecord(ctx, KindPush, pushKey(req.TaskID, req.ID))
 	if errors.Is(err, core.ErrNotFound) {
-		return nil, rpcErr(CodeInvalidParams, "task %s has no push notification config %q", taskID, id)
+		return wireError(fmt.Errorf("task %s has no push notification config %q: %w", req.TaskID, req.ID, core.ErrNotFound))
 	}
-	if err != nil {
-		return nil, toRPCError(err)
-	}
-	if v == V03 {
-		return nil, nil
-	}
-	return struct{}{}, nil
+	return wireError(err)
+}
+
+// changed is the tasks' change hook: it marks a task that reached a
+// terminal state for retirement, then queues the change's push
+// notifications, before the change is answered (so that a config deleted
+// right after a change still gets the change's push).
+func (s *Server) changed(old, cur *TaskRecord) {
+	ctx := context.WithoutCancel(s.bgContext())
+	s.retireOnFinish(ctx, old, cur)
+	s.pushChange(ctx, old, cur)
 }
 
 // pushChange sends the events of a task change to the task's push
@@ -244,12 +218,11 @@ func (s *Server) pushDelete(ctx context.Context, ag *core.Agent, v Version, req 
 // standing for the config's URL (endpoint kind EndpointPush), so pushes are
 // durable, ordered per config, retried with the relay's backoff until their
 // TTL, and dead-lettered like any message.
-func (s *Server) pushChange(old, cur *TaskRecord) {
+func (s *Server) pushChange(ctx context.Context, old, cur *TaskRecord) {
 	evs := Diff(old.Task, cur.Task)
 	if len(evs) == 0 {
 		return
 	}
-	ctx := s.opt.Context
 	cs, err := s.pushConfigs(ctx, string(cur.Task.ID))
 	if err != nil || len(cs) == 0 {
 		return
@@ -258,7 +231,7 @@ func (s *Server) pushChange(old, cur *TaskRecord) {
 	for _, c := range cs {
 		var bodies [][]byte
 		if c.Protocol == V03 {
-			b, _ := json.Marshal(taskToV03(task))
+			b, _ := json.Marshal(a2av0.FromV1Task(task))
 			bodies = append(bodies, b)
 		} else {
 			for _, ev := range evs {
@@ -274,8 +247,8 @@ func (s *Server) pushChange(old, cur *TaskRecord) {
 		for _, b := range bodies {
 			m := &core.Message{ID: core.NewID(), Sender: cur.Agent, Receiver: target, Type: "a2a.push", Protocol: "a2a",
 				TTL: pushTTL, Parts: []core.Part{{Kind: core.PartData, Data: b}},
-				Metadata: map[string]any{"a2a_task_id": string(cur.Task.ID)}}
-			if _, err := s.relay.Send(ctx, m); err != nil {
+				Metadata: map[string]any{MetaTaskID: string(cur.Task.ID)}}
+			if _, err := s.relay.SendAs(ctx, s.hub, m); err != nil {
 				s.log.Warn("a2a: push notification not queued", "task", c.Config.TaskID, "err", err)
 			}
 		}
@@ -286,7 +259,8 @@ func (s *Server) pushChange(old, cur *TaskRecord) {
 const pushTTL = time.Hour
 
 // EndpointPush is the endpoint kind of the hidden agents that stand for
-// push notification URLs.
+// push notification URLs; the hub delivers to them with its webhook
+// deliverer, encoded by PushEncoder and signed by PushSigner.
 const EndpointPush core.EndpointKind = "a2a-push"
 
 // pushHeaders is what a push agent's card keeps to authenticate its pushes.
@@ -294,6 +268,9 @@ type pushHeaders struct {
 	Token       string `json:"token,omitempty"`
 	Scheme      string `json:"scheme,omitempty"`
 	Credentials string `json:"credentials,omitempty"`
+	// ContentType is application/a2a+json for 1.0 configs (the
+	// specification's), application/json for 0.3 ones.
+	ContentType string `json:"content_type,omitempty"`
 }
 
 // pushAgentID is the id of the hidden agent that stands for a push
@@ -307,61 +284,68 @@ func (s *Server) pushAgentID(c pushRecord) string {
 // returns its id.
 func (s *Server) pushAgent(ctx context.Context, c pushRecord) (string, error) {
 	id := s.pushAgentID(c)
-	h := pushHeaders{Token: c.Config.Token}
+	h := pushHeaders{Token: c.Config.Token, ContentType: "application/a2a+json"}
+	if c.Protocol == V03 {
+		h.ContentType = "application/json"
+	}
 	if a := c.Config.Auth; a != nil {
 		h.Scheme, h.Credentials = a.Scheme, a.Credentials
 	}
 	extra, _ := json.Marshal(h)
-	s.pushMu.Lock()
-	fresh := time.Since(s.pushSeen[id]) < time.Hour
-	s.pushMu.Unlock()
+	s.helperMu.Lock()
+	fresh := time.Since(s.helperSeen[id]) < time.Hour
+	s.helperMu.Unlock()
 	if fresh {
 		return id, nil
 	}
 	a := &core.Agent{ID: id, Protocol: "a2a-push", Capabilities: []string{},
 		Endpoint: core.Endpoint{Kind: EndpointPush, URL: c.Config.URL},
 		Card:     core.Card{Name: "A2A push notifications for task " + string(c.Config.TaskID), Extra: extra}}
-	if _, _, err := s.relay.Register(ctx, a, 2*pushTTL); err != nil {
+	if _, _, err := s.relay.RegisterAs(ctx, s.hub, a, 2*pushTTL); err != nil {
 		return "", err
 	}
-	s.pushMu.Lock()
-	s.pushSeen[id] = time.Now()
-	s.pushMu.Unlock()
+	s.helperMu.Lock()
+	s.helperSeen[id] = time.Now()
+	s.helperMu.Unlock()
 	return id, nil
 }
 
-// PushDeliverer posts queued push notifications to their URL with the
-// config's token and authentication; it is the core.Deliverer for
-// EndpointPush.
-type PushDeliverer struct{ Client *http.Client }
+// PushEncoder renders a queued push notification as its request body: the
+// stream event (1.0) or task (0.3) it carries, with the content type the
+// config's version calls for. It has the method of the hub's webhook
+// deliverer's Encoder.
+type PushEncoder struct{}
 
-// Deliver implements core.Deliverer.
-func (d PushDeliverer) Deliver(ctx context.Context, a *core.Agent, m *core.Message) core.Delivery {
+// Encode returns the push's body and content type.
+func (PushEncoder) Encode(a *core.Agent, m *core.Message) ([]byte, string, error) {
 	if len(m.Parts) != 1 || len(m.Parts[0].Data) == 0 {
-		return core.Delivery{Kind: core.OutcomeRejected, Code: http.StatusBadRequest, Detail: "not a push notification"}
+		return nil, "", errors.New("not a push notification")
 	}
 	var h pushHeaders
 	_ = json.Unmarshal(a.Card.Extra, &h)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.Endpoint.URL, bytes.NewReader(m.Parts[0].Data))
-	if err != nil {
-		return core.Delivery{Kind: core.OutcomeRejected, Code: http.StatusBadRequest, Err: err}
+	ct := h.ContentType
+	if ct == "" {
+		ct = "application/a2a+json"
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "switchboard-a2a")
+	return m.Parts[0].Data, ct, nil
+}
+
+// PushSigner adds a push's authentication: the config's token as
+// X-A2A-Notification-Token, and its authentication as
+// "Authorization: <scheme> <credentials>". It has the method of the hub's
+// webhook deliverer's Signer.
+type PushSigner struct{}
+
+// Sign sets the push's authentication headers.
+func (PushSigner) Sign(req *http.Request, a *core.Agent, _ string, _ []byte) error {
+	var h pushHeaders
+	_ = json.Unmarshal(a.Card.Extra, &h)
 	if h.Token != "" {
 		req.Header.Set("X-A2A-Notification-Token", h.Token)
 	}
 	if h.Credentials != "" {
 		req.Header.Set("Authorization", h.Scheme+" "+h.Credentials)
 	}
-	if m.TraceParent != "" {
-		req.Header.Set("traceparent", m.TraceParent)
-	}
-	resp, err := d.Client.Do(req)
-	if err != nil {
-		return core.Delivery{Kind: core.OutcomeRetry, Err: err}
-	}
-	defer resp.Body.Close()
-	reply, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
-	return webhook.Classify(resp.StatusCode, reply)
+	req.Header.Set("User-Agent", "switchboard-a2a")
+	return nil
 }

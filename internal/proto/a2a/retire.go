@@ -33,17 +33,15 @@ const retireLayout = "20060102T150405.000000000Z"
 // retirePage is how many marks a sweep reads at a time.
 const retirePage = 500
 
-// retireOnFinish is the tasks' change hook: it marks a task that reached a
-// terminal state, then sends the change's push notifications.
-func (s *Server) retireOnFinish(old, cur *TaskRecord) {
+// retireOnFinish marks a task that reached a terminal state.
+func (s *Server) retireOnFinish(ctx context.Context, old, cur *TaskRecord) {
 	if cur.Task.Status.State.Terminal() && !old.Task.Status.State.Terminal() {
 		id := s.relay.Clock().Now().UTC().Format(retireLayout) + "/" + string(cur.Task.ID)
-		if _, err := s.relay.Store().PutRecord(s.opt.Context, core.Record{Kind: KindRetire, ID: id, Data: []byte("{}"),
+		if _, err := s.opt.Records.PutRecord(ctx, core.Record{Kind: KindRetire, ID: id, Data: []byte("{}"),
 			UpdatedAt: s.relay.Clock().Now()}); err != nil && !errors.Is(err, core.ErrConflict) {
 			s.log.Warn("a2a: mark finished task", "task", cur.Task.ID, "err", err)
 		}
 	}
-	s.pushChange(old, cur)
 }
 
 // retireKeep is how long finished tasks are kept.
@@ -55,7 +53,7 @@ func (s *Server) retireKeep() time.Duration {
 // configs and push agents, and returns how many it deleted. A task that
 // cannot be deleted is logged and kept for the next sweep.
 func (s *Server) retire(ctx context.Context, cutoff time.Time) (int, error) {
-	st := s.relay.Store()
+	st := s.opt.Records
 	n, after := 0, ""
 	for {
 		recs, err := st.ListRecordsAfter(ctx, KindRetire, "", after, retirePage)
@@ -89,9 +87,10 @@ func (s *Server) retire(ctx context.Context, cutoff time.Time) (int, error) {
 	}
 }
 
-// deleteTask deletes a task, its push configs and their push agents.
+// deleteTask deletes a task, its push configs and their push agents, and
+// its reply path.
 func (s *Server) deleteTask(ctx context.Context, task string) error {
-	st := s.relay.Store()
+	st := s.opt.Records
 	cs, err := st.ListRecords(ctx, KindPush, task, 0)
 	if err != nil {
 		return fmt.Errorf("a2a: list push configs of %s: %w", task, err)
@@ -99,12 +98,19 @@ func (s *Server) deleteTask(ctx context.Context, task string) error {
 	for _, rec := range cs {
 		var p pushRecord
 		if json.Unmarshal(rec.Data, &p) == nil && p.Config != nil {
-			if err := s.relay.Deregister(ctx, s.pushAgentID(p)); err != nil && !errors.Is(err, core.ErrNotFound) {
+			if err := s.relay.DeregisterAs(ctx, s.hub, s.pushAgentID(p)); err != nil && !errors.Is(err, core.ErrNotFound) {
 				return fmt.Errorf("a2a: remove push agent of %s: %w", task, err)
 			}
 		}
 		if err := st.DeleteRecord(ctx, KindPush, rec.ID); err != nil && !errors.Is(err, core.ErrNotFound) {
 			return fmt.Errorf("a2a: delete push config of %s: %w", task, err)
+		}
+	}
+	if rec, err := st.GetRecord(ctx, KindTask, task); err == nil {
+		if r, err := decodeTask(rec); err == nil && r.ReplyTo != "" {
+			if err := s.relay.DeregisterAs(ctx, s.hub, r.ReplyTo); err != nil && !errors.Is(err, core.ErrNotFound) {
+				return fmt.Errorf("a2a: remove reply path of %s: %w", task, err)
+			}
 		}
 	}
 	if err := st.DeleteRecord(ctx, KindTask, task); err != nil && !errors.Is(err, core.ErrNotFound) {

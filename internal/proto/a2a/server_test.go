@@ -3,6 +3,7 @@ package a2a_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,541 +18,585 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
 	"github.com/switchboard-hub/switchboard/internal/proto/a2a"
-	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
-// rpc posts body to url with an optional A2A-Version header and returns
-// the status and decoded answer (nil for an empty one).
-// post posts a JSON-RPC body with the A2A-Version header (none when
-// version is empty). It reports errors instead of failing the test, so any
-// goroutine may call it.
-func post(url, version, body string) (*http.Response, error) {
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if version != "" {
-		req.Header.Set("A2A-Version", version)
-	}
-	return http.DefaultClient.Do(req)
+const admin = "sba_test-admin-token"
+
+// call is one HTTP exchange's outcome.
+type call struct {
+	status int
+	header http.Header
+	body   map[string]any
+	raw    string
 }
 
-func rpc(t *testing.T, url, version, body string) (int, any) {
+// do sends a request with a bearer token (none when empty) and decodes a
+// JSON answer.
+func do(t *testing.T, method, url, token, ctype string, body []byte, hdr ...string) call {
 	t.Helper()
-	resp, err := post(url, version, body)
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return resp.StatusCode, nil
-	}
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		t.Fatalf("answer %s: %v", raw, err)
-	}
-	return resp.StatusCode, v
-}
-
-func errCode(v any) float64 {
-	m, _ := v.(map[string]any)
-	e, _ := m["error"].(map[string]any)
-	c, _ := e["code"].(float64)
+	c := call{status: resp.StatusCode, header: resp.Header, raw: string(raw)}
+	_ = json.Unmarshal(raw, &c.body)
 	return c
 }
 
-type worker struct {
-	srv  *httptest.Server
-	mu   sync.Mutex
-	seen []map[string]any
-}
-
-// startWorker runs an ATP worker answering with reply (a JSON body) and
-// status.
-func startWorker(t *testing.T, status int, reply string) *worker {
-	w := &worker{}
-	w.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		var env map[string]any
-		_ = json.NewDecoder(r.Body).Decode(&env)
-		w.mu.Lock()
-		w.seen = append(w.seen, env)
-		w.mu.Unlock()
-		rw.Header().Set("Content-Type", "application/json")
-		rw.WriteHeader(status)
-		_, _ = io.WriteString(rw, reply)
-	}))
-	t.Cleanup(w.srv.Close)
-	return w
-}
-
-func (w *worker) last() map[string]any {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.seen) == 0 {
-		return nil
-	}
-	return w.seen[len(w.seen)-1]
-}
-
-// await waits for the worker to get an envelope and returns the latest it
-// got.
-func (w *worker) await(t *testing.T) map[string]any {
+// rpc calls a 1.0 JSON-RPC method of agent at base.
+func rpc(t *testing.T, base, agent, token, method string, params any) call {
 	t.Helper()
-	var env map[string]any
-	waitfor.True(t, "the worker to get the message", func() bool { env = w.last(); return env != nil })
-	return env
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+	return do(t, http.MethodPost, base+"/a2a/"+agent, token, "application/json", b, "A2A-Version", "1.0")
 }
 
-func register(t *testing.T, base, id, callback string, card *core.Card) {
+// code is a JSON-RPC answer's error code (0 if none).
+func (c call) code() int {
+	e, _ := c.body["error"].(map[string]any)
+	n, _ := e["code"].(float64)
+	return int(n)
+}
+
+// result is a JSON-RPC answer's result, or the test fails.
+func (c call) result(t *testing.T) map[string]any {
 	t.Helper()
-	body := map[string]any{"agent_id": id, "callback_url": callback}
-	if card != nil {
-		body["card"] = card
-	}
-	b, _ := json.Marshal(body)
-	resp, err := http.Post(base+"/atp/register", "application/json", bytes.NewReader(b))
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("register %s: %v %v", id, err, resp)
-	}
-	resp.Body.Close()
-}
-
-func send(text string) string {
-	return `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m-` + text + `","role":"ROLE_USER","parts":[{"text":"` + text + `"}]}}}`
-}
-
-func TestJSONRPCErrors(t *testing.T) {
-	_, base := hubtest.Start(t, hub.Options{Dev: true})
-	w := startWorker(t, 200, `{"status":"accepted","result":{"text":"ok"}}`)
-	register(t, base, "w", w.srv.URL, nil)
-	register(t, base, "textonly", w.srv.URL, &core.Card{ContentTypes: []string{"text"}, MaxMessageSize: 10})
-	url := base + "/a2a/w"
-	tests := []struct {
-		name, url, version, body string
-		code                     float64
-	}{
-		{"parse error", url, "1.0", `{"jsonrpc":`, -32700},
-		{"not an object", url, "1.0", `"x"`, -32600},
-		{"empty batch", url, "1.0", `[]`, -32600},
-		{"unknown method", url, "1.0", `{"jsonrpc":"2.0","id":1,"method":"tasks/list"}`, -32601},
-		{"0.3 name under 1.0", url, "1.0", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{}}`, -32601},
-		{"1.0 name under 0.3", url, "0.3", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{}}`, -32601},
-		{"bad version", url, "7.1", send("x"), -32009},
-		{"no params", url, "1.0", `{"jsonrpc":"2.0","id":1,"method":"SendMessage"}`, -32602},
-		{"no message", url, "1.0", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{}}`, -32602},
-		{"no parts", url, "1.0", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"a","role":"ROLE_USER","parts":[]}}}`, -32602},
-		{"empty part", url, "1.0", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"a","role":"ROLE_USER","parts":[{}]}}}`, -32602},
-		{"agent role", url, "1.0", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"a","role":"ROLE_AGENT","parts":[{"text":"x"}]}}}`, -32602},
-		{"no message id", url, "0.3", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","role":"user","parts":[{"kind":"text","text":"x"}]}}}`, -32602},
-		{"bad 0.3 part", url, "0.3", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"a","role":"user","parts":[{"kind":"video"}]}}}`, -32602},
-		{"negative history", url, "1.0", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x","historyLength":-1}}`, -32602},
-		{"unknown task", url, "1.0", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"nope"}}`, -32001},
-		{"unknown task 0.3", url, "", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"nope"}}`, -32001},
-		{"cancel unknown", url, "1.0", `{"jsonrpc":"2.0","id":1,"method":"CancelTask","params":{"id":"nope"}}`, -32001},
-		{"subscribe unknown", url, "1.0", `{"jsonrpc":"2.0","id":1,"method":"SubscribeToTask","params":{"id":"nope"}}`, -32001},
-		{"push on unknown task", url, "1.0", `{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{"taskId":"nope","url":"http://127.0.0.1:9/x"}}`, -32001},
-		{"push bad url", url, "1.0", `{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{"taskId":"nope","url":"ftp://x"}}`, -32602},
-		{"extended card", url, "1.0", `{"jsonrpc":"2.0","id":1,"method":"GetExtendedAgentCard"}`, -32007},
-		{"bad list page size", url, "1.0", `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"pageSize":1000}}`, -32602},
-		{"content type", base + "/a2a/textonly", "1.0", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"a","role":"ROLE_USER","parts":[{"data":{"a":1}}]}}}`, -32005},
-		{"oversized", base + "/a2a/textonly", "1.0", send("this-text-is-longer-than-ten-bytes"), -32602},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, v := rpc(t, tt.url, tt.version, tt.body)
-			if got := errCode(v); got != tt.code {
-				t.Fatalf("error code %v, want %v (answer %v)", got, tt.code, v)
-			}
-			if tt.version == "1.0" {
-				e := v.(map[string]any)["error"].(map[string]any)
-				if d, ok := e["data"].([]any); !ok || len(d) == 0 {
-					t.Errorf("1.0 error without ErrorInfo details: %v", e)
-				}
-			}
-		})
-	}
-	// Nothing was half-stored by the refused sends.
-	_, v := rpc(t, url, "1.0", `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`)
-	if n := v.(map[string]any)["result"].(map[string]any)["totalSize"]; n != float64(0) {
-		t.Errorf("refused sends left %v tasks", n)
-	}
-	if st, v := rpc(t, base+"/a2a/nobody", "1.0", send("x")); st != 404 || errCode(v) != -32600 {
-		t.Errorf("unknown agent: %d %v", st, v)
-	}
-}
-
-func TestBatch(t *testing.T) {
-	_, base := hubtest.Start(t, hub.Options{Dev: true})
-	w := startWorker(t, 200, `{"status":"accepted","result":{"text":"ok"}}`)
-	register(t, base, "w", w.srv.URL, nil)
-	url := base + "/a2a/w"
-	_, v := rpc(t, url, "1.0", `[
-		{"jsonrpc":"2.0","id":"a","method":"GetTask","params":{"id":"nope"}},
-		{"jsonrpc":"2.0","method":"GetTask","params":{"id":"nope"}},
-		{"foo":1},
-		{"jsonrpc":"2.0","id":"s","method":"SendStreamingMessage","params":{}},
-		`+strings.Replace(send("batched"), `"id":1`, `"id":"b"`, 1)+`
-	]`)
-	list, ok := v.([]any)
-	if !ok || len(list) != 4 {
-		t.Fatalf("batch answer = %v, want 4 responses (the notification gets none)", v)
-	}
-	want := map[string]float64{"a": -32001, "": -32600, "s": -32004, "b": 0}
-	for _, x := range list {
-		m := x.(map[string]any)
-		id, _ := m["id"].(string)
-		if got := errCode(m); got != want[id] {
-			t.Errorf("response %q: code %v, want %v (%v)", id, got, want[id], m)
-		}
-	}
-	if st, v := rpc(t, url, "1.0", `[{"jsonrpc":"2.0","method":"GetTask","params":{"id":"x"}}]`); st != http.StatusNoContent || v != nil {
-		t.Errorf("all-notification batch: %d %v", st, v)
-	}
-}
-
-func result(t *testing.T, v any) map[string]any {
-	t.Helper()
-	m, _ := v.(map[string]any)
-	r, ok := m["result"].(map[string]any)
+	r, ok := c.body["result"].(map[string]any)
 	if !ok {
-		t.Fatalf("no result in %v", v)
+		t.Fatalf("no result: %d %s", c.status, c.raw)
 	}
 	return r
 }
 
-func TestTaskFollowsRelay(t *testing.T) {
-	_, base := hubtest.Start(t, hub.Options{Dev: true, Relay: core.Config{BackoffBase: 10 * time.Millisecond}})
-	async := startWorker(t, 200, `{"status":"accepted"}`)
-	refuse := startWorker(t, 403, `{"error":"no"}`)
-	ask := startWorker(t, 200, `{"status":"input-required","result":{"text":"which city?"}}`)
-	register(t, base, "async", async.srv.URL, nil)
-	register(t, base, "refuse", refuse.srv.URL, nil)
-	register(t, base, "ask", ask.srv.URL, nil)
+// task is the task of a SendMessage answer.
+func (c call) task(t *testing.T) map[string]any {
+	t.Helper()
+	r := c.result(t)
+	if tk, ok := r["task"].(map[string]any); ok {
+		return tk
+	}
+	return r
+}
 
-	// async: working until the worker sends its result with correlation_id.
-	task := result(t, second(rpc(t, base+"/a2a/async", "1.0", strings.Replace(send("job"), `"params":{`, `"params":{"configuration":{"returnImmediately":true},`, 1))))["task"].(map[string]any)
-	env := async.await(t)
-	// The worker has the message; the hub records the delivery once the
-	// worker's answer is in, so the task turns working shortly after.
-	waitfor.OK(t, "the async task to turn working once delivered", func() error {
-		_, v0 := rpc(t, base+"/a2a/async", "1.0", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"`+task["id"].(string)+`"}}`)
-		if state := result(t, v0)["status"].(map[string]any)["state"]; state != "TASK_STATE_WORKING" {
-			return fmt.Errorf("state %v", state)
-		}
-		return nil
-	})
-	meta := env["metadata"].(map[string]any)
-	if meta["a2a_task_id"] != task["id"] || meta["a2a_context_id"] != task["contextId"] {
-		t.Fatalf("relayed metadata %v does not carry the task", meta)
-	}
-	b, _ := json.Marshal(map[string]any{"atp_version": "1.0", "sender": "async", "receiver": "a2a-client", "type": "result",
-		"correlation_id": env["message_id"], "payload": map[string]string{"text": "42"}})
-	register(t, base, "a2a-client", "", nil) // a pull inbox so the result can be addressed
-	resp, err := http.Post(base+"/atp/send", "application/json", bytes.NewReader(b))
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("send result: %v %v", err, resp)
-	}
-	resp.Body.Close()
-	var got map[string]any
-	waitfor.OK(t, "the async task to complete with the result", func() error {
-		got = result(t, second(rpc(t, base+"/a2a/async", "1.0", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"`+task["id"].(string)+`"}}`)))
-		if st := got["status"].(map[string]any)["state"]; st != "TASK_STATE_COMPLETED" {
-			return fmt.Errorf("state %v", st)
-		}
-		return nil
-	})
-	if a, _ := json.Marshal(got["artifacts"]); !strings.Contains(string(a), `"text":"42"`) {
-		t.Fatalf("task after result = %v", got)
-	}
+func state(task map[string]any) string {
+	st, _ := task["status"].(map[string]any)
+	s, _ := st["state"].(string)
+	return s
+}
 
-	// refuse: the worker's 403 rejects the task.
-	rt := result(t, second(rpc(t, base+"/a2a/refuse", "0.3", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"r1","role":"user","parts":[{"kind":"text","text":"hi"}]}}}`)))
-	if rt["kind"] != "task" || rt["status"].(map[string]any)["state"] != "rejected" {
-		t.Fatalf("refused task = %v", rt)
+func message(id, text, contextID, taskID string) map[string]any {
+	m := map[string]any{"messageId": id, "role": "ROLE_USER", "parts": []any{map[string]any{"text": text}}}
+	if contextID != "" {
+		m["contextId"] = contextID
 	}
+	if taskID != "" {
+		m["taskId"] = taskID
+	}
+	return m
+}
 
-	// ask: input-required, then the client's follow-up continues the task.
-	at := result(t, second(rpc(t, base+"/a2a/ask", "1.0", send("weather"))))["task"].(map[string]any)
-	st := at["status"].(map[string]any)
-	if st["state"] != "TASK_STATE_INPUT_REQUIRED" || !strings.Contains(mustJSON(st["message"]), "which city?") {
-		t.Fatalf("ask task = %v", at)
+func sendParams(id, text, contextID string, async bool) map[string]any {
+	return map[string]any{"message": message(id, text, contextID, ""), "configuration": map[string]any{"returnImmediately": async}}
+}
+
+// register registers an ATP agent (pull, or push to callback) and returns
+// its token (empty in dev mode).
+func register(t *testing.T, base, token, id, callback string) string {
+	t.Helper()
+	body := map[string]any{"agent_id": id}
+	if callback != "" {
+		body["callback_url"] = callback
 	}
-	follow := `{"jsonrpc":"2.0","id":2,"method":"SendMessage","params":{"configuration":{"returnImmediately":true},"message":{"messageId":"m2","taskId":"` +
-		at["id"].(string) + `","role":"ROLE_USER","parts":[{"text":"Paris"}]}}}`
-	ft := result(t, second(rpc(t, base+"/a2a/ask", "1.0", follow)))["task"].(map[string]any)
-	if ft["id"] != at["id"] || len(ft["history"].([]any)) < 3 {
-		t.Fatalf("follow-up task = %v", ft)
+	b, _ := json.Marshal(body)
+	c := do(t, http.MethodPost, base+"/atp/register", token, "application/json", b)
+	if c.status != 200 {
+		t.Fatalf("register %s: %d %s", id, c.status, c.raw)
 	}
-	waitfor.OK(t, "the worker to get the follow-up", func() error {
-		if e := mustJSON(ask.last()["payload"]); !strings.Contains(e, "Paris") {
-			return fmt.Errorf("the worker got %s", e)
+	tok, _ := c.body["token"].(string)
+	return tok
+}
+
+// atpSend sends an ATP message; it returns the answer.
+func atpSend(t *testing.T, base, token string, env map[string]any) call {
+	t.Helper()
+	env["atp_version"] = "1.0"
+	if _, ok := env["ttl_ms"]; !ok {
+		env["ttl_ms"] = 60000
+	}
+	b, _ := json.Marshal(env)
+	return do(t, http.MethodPost, base+"/atp/send", token, "application/json", b)
+}
+
+// pull pulls an ATP agent's messages.
+func pull(t *testing.T, base, token, id string) []map[string]any {
+	t.Helper()
+	c := do(t, http.MethodGet, base+"/atp/pending/"+id, token, "", nil)
+	ms, _ := c.body["messages"].([]any)
+	var out []map[string]any
+	for _, m := range ms {
+		out = append(out, m.(map[string]any))
+	}
+	return out
+}
+
+// waitFor polls ok until it holds, failing with what after d.
+func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", d, what)
 		}
-		return nil
-	})
-	// A terminal task refuses further messages and a second cancel.
-	_, v := rpc(t, base+"/a2a/refuse", "1.0", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m3","taskId":"`+rt["id"].(string)+`","role":"ROLE_USER","parts":[{"text":"again"}]}}}`)
-	if errCode(v) != -32004 {
-		t.Fatalf("message to a rejected task: %v", v)
-	}
-	if _, v := rpc(t, base+"/a2a/refuse", "1.0", `{"jsonrpc":"2.0","id":1,"method":"CancelTask","params":{"id":"`+rt["id"].(string)+`"}}`); errCode(v) != -32002 {
-		t.Fatalf("cancel rejected task: %v", v)
+		<-time.After(20 * time.Millisecond)
 	}
 }
 
-func second(_ int, v any) any { return v }
+// worker is an ATP webhook worker answering every message with reply.
+func worker(t *testing.T, reply string) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, reply)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
 
-// openStream posts an A2A 1.0 streaming call and returns the data of its
-// events as they come; the channel closes when the stream ends.
-func openStream(t *testing.T, url, body string) <-chan string {
+// TestReplyPathWithoutAnAgent: the operator (auth on) and a dev-mode
+// caller have no agent of their own; their task's message goes out from a
+// hidden reply path of the task, the worker's answer reaches it, the task
+// completes and a subscription sees it, and the reply path shows in no
+// listing.
+func TestReplyPathWithoutAnAgent(t *testing.T) {
+	for _, dev := range []bool{false, true} {
+		t.Run(fmt.Sprintf("dev=%v", dev), func(t *testing.T) {
+			_, base := hubtest.Start(t, hub.Options{Dev: dev})
+			caller := admin
+			if dev {
+				caller = ""
+			}
+			wtok := register(t, base, "", "worker", "")
+			task := rpc(t, base, "worker", caller, "SendMessage", sendParams("m1", "question", "", true)).task(t)
+			id := task["id"].(string)
+			// A subscription opened before the answer sees the completion.
+			events := subscribe(t, base, "worker", caller, id)
+			ms := pull(t, base, wtok, "worker")
+			if len(ms) != 1 || !strings.HasPrefix(ms[0]["sender"].(string), core.InternalPrefix+"a2a-reply.") {
+				t.Fatalf("the worker got %v, want one message from the task's reply path", ms)
+			}
+			helper := ms[0]["sender"].(string)
+			ans := atpSend(t, base, wtok, map[string]any{"message_id": "answer-1", "sender": "worker", "receiver": helper,
+				"type": "task.result", "correlation_id": ms[0]["message_id"], "payload": map[string]string{"text": "the answer"}})
+			if ans.status != 200 {
+				t.Fatalf("the worker's answer to the reply path: %d %s", ans.status, ans.raw)
+			}
+			waitFor(t, 10*time.Second, "the task to complete", func() bool {
+				return state(rpc(t, base, "worker", caller, "GetTask", map[string]any{"id": id}).result(t)) == "TASK_STATE_COMPLETED"
+			})
+			select {
+			case last := <-events:
+				if !strings.Contains(last, "TASK_STATE_COMPLETED") {
+					t.Fatalf("the subscription ended with %s", last)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the subscription did not see the completion")
+			}
+			// Not in A2A's directories, the operator's neither.
+			for _, u := range []string{base + "/a2a/agents", base + "/.well-known/agent-card.json"} {
+				if c := do(t, http.MethodGet, u, caller, "", nil); strings.Contains(c.raw, helper) || strings.Contains(c.raw, "_a2a-") {
+					t.Errorf("%s lists the reply path: %s", u, c.raw)
+				}
+			}
+			if dev {
+				return // dev mode may do anything the operator may
+			}
+			// Nor in an agent's listing, and nobody but the worker
+			// answering may write to it.
+			if c := do(t, http.MethodGet, base+"/atp/agents", wtok, "", nil); strings.Contains(c.raw, "_a2a-") {
+				t.Errorf("the worker's agent listing shows the reply path: %s", c.raw)
+			}
+			if c := atpSend(t, base, wtok, map[string]any{"message_id": "spam", "sender": "worker", "receiver": helper,
+				"type": "note", "payload": map[string]string{"text": "x"}}); c.status != 404 {
+				t.Errorf("a plain message to the reply path: %d %s, want 404", c.status, c.raw)
+			}
+		})
+	}
+}
+
+// subscribe opens SubscribeToTask and returns a channel that gets the last
+// event when the stream ends.
+func subscribe(t *testing.T, base, agent, token, id string) <-chan string {
 	t.Helper()
-	resp, err := post(url, "1.0", body)
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "SubscribeToTask", "params": map[string]any{"id": id}})
+	req, _ := http.NewRequest(http.MethodPost, base+"/a2a/"+agent, bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("A2A-Version", "1.0")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { resp.Body.Close() })
-	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || !strings.HasPrefix(ct, "text/event-stream") {
-		t.Fatalf("stream answer %d %q", resp.StatusCode, ct)
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		raw, _ := io.ReadAll(resp.Body)
+		t.Fatalf("SubscribeToTask answered %s: %s", ct, raw)
 	}
-	events := make(chan string, 16)
+	out := make(chan string, 1)
+	ready := make(chan struct{})
 	go func() {
-		defer close(events)
-		br := bufio.NewReader(resp.Body)
-		for {
-			line, err := br.ReadString('\n')
-			if err != nil {
-				return
-			}
-			if data, ok := strings.CutPrefix(line, "data: "); ok {
-				events <- data
-			}
-		}
-	}()
-	return events
-}
-
-func mustJSON(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
-}
-
-func TestCards(t *testing.T) {
-	_, base := hubtest.Start(t, hub.Options{Dev: true})
-	w := startWorker(t, 200, `{}`)
-	register(t, base, "w", w.srv.URL, &core.Card{Name: "Worker", Description: "does work", ContentTypes: []string{"text", "data"}})
-	get := func(path string) map[string]any {
-		resp, err := http.Get(base + path)
-		if err != nil || resp.StatusCode != 200 {
-			t.Fatalf("GET %s: %v %v", path, err, resp)
-		}
 		defer resp.Body.Close()
-		var m map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&m)
-		return m
-	}
-	c := get("/a2a/w/.well-known/agent-card.json")
-	ifs := c["supportedInterfaces"].([]any)
-	if len(ifs) != 2 || ifs[0].(map[string]any)["url"] != base+"/a2a/w" || ifs[0].(map[string]any)["protocolVersion"] != "1.0" {
-		t.Errorf("interfaces = %v", ifs)
-	}
-	if c["name"] != "Worker" || c["url"] != base+"/a2a/w" || mustJSON(c["defaultInputModes"]) != `["text/plain","application/json"]` {
-		t.Errorf("card = %v", c)
-	}
-	caps := c["capabilities"].(map[string]any)
-	if caps["streaming"] != true || caps["pushNotifications"] != true || caps["stateTransitionHistory"] != true {
-		t.Errorf("capabilities = %v", caps)
-	}
-	legacy := get("/a2a/w/.well-known/agent.json")
-	if legacy["protocolVersion"] != "0.3.0" || legacy["supportedInterfaces"] != nil || legacy["preferredTransport"] != "JSONRPC" {
-		t.Errorf("0.3 card = %v", legacy)
-	}
-	hubCard := get("/.well-known/agent-card.json")
-	if dir := hubCard["agents"].([]any); len(dir) != 1 || dir[0].(map[string]any)["cardUrl"] != base+"/a2a/w/.well-known/agent-card.json" {
-		t.Errorf("hub directory = %v", hubCard["agents"])
-	}
-}
-
-// TestStreamOutlivesBodyTimeout: the hub bounds how long a request body may
-// take to arrive, and a POST that opens an event stream has a body; the
-// stream must go on long after that bound once the body is in.
-func TestStreamOutlivesBodyTimeout(t *testing.T) {
-	const bodyTimeout = 200 * time.Millisecond
-	_, base := hubtest.Start(t, hub.Options{Dev: true, BodyTimeout: bodyTimeout})
-	w := startWorker(t, 200, `{"status":"accepted"}`)
-	register(t, base, "slow", w.srv.URL, nil)
-	register(t, base, "a2a-client", "", nil)
-
-	events := openStream(t, base+"/a2a/slow", strings.Replace(send("stream"), `"SendMessage"`, `"SendStreamingMessage"`, 1))
-	env := w.await(t)
-	// The scenario, not a wait for an event: real time passes well beyond
-	// the body's deadline (a net/http read deadline, on the real clock).
-	time.Sleep(3 * bodyTimeout)
-	b, _ := json.Marshal(map[string]any{"atp_version": "1.0", "sender": "slow", "receiver": "a2a-client", "type": "result",
-		"correlation_id": env["message_id"], "payload": map[string]string{"text": "late"}})
-	r2, err := http.Post(base+"/atp/send", "application/json", bytes.NewReader(b))
-	if err != nil || r2.StatusCode != 200 {
-		t.Fatalf("send result: %v %v", err, r2)
-	}
-	r2.Body.Close()
-	var seen strings.Builder
-	for !strings.Contains(seen.String(), "TASK_STATE_COMPLETED") {
-		seen.WriteString(waitfor.Recv(t, "the completion on the stream (so far: "+seen.String()+")", events))
-	}
-	if !strings.Contains(seen.String(), "late") {
-		t.Fatalf("the completion lacks the result: %s", seen.String())
-	}
-}
-
-// TestPushConfigsPerTask: a task takes at most a2a.MaxPushConfigs push
-// notification configs (each change is POSTed to every one); one more is
-// refused -32602 and not stored, replacing one is not refused, and a
-// deleted one makes room.
-func TestPushConfigsPerTask(t *testing.T) {
-	_, base := hubtest.Start(t, hub.Options{Dev: true})
-	register(t, base, "w", "", nil)
-	url := base + "/a2a/w"
-	task := result(t, second(rpc(t, url, "1.0", asyncSend("push-bound"))))["task"].(map[string]any)["id"].(string)
-	set := func(id string) any {
-		_, v := rpc(t, url, "1.0", `{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{"taskId":"`+task+`","id":"`+id+`","url":"http://127.0.0.1:9/hook-`+id+`"}}`)
-		return v
-	}
-	for i := range a2a.MaxPushConfigs {
-		result(t, set(fmt.Sprint("c", i)))
-	}
-	if code := errCode(set("one-more")); code != -32602 {
-		t.Fatalf("config %d: code %v, want -32602", a2a.MaxPushConfigs+1, code)
-	}
-	result(t, set("c0")) // a replacement
-	_, v := rpc(t, url, "1.0", `{"jsonrpc":"2.0","id":1,"method":"ListTaskPushNotificationConfigs","params":{"taskId":"`+task+`"}}`)
-	if n := len(result(t, v)["configs"].([]any)); n != a2a.MaxPushConfigs {
-		t.Fatalf("%d configs listed, want %d", n, a2a.MaxPushConfigs)
-	}
-	_, v = rpc(t, url, "1.0", `{"jsonrpc":"2.0","id":1,"method":"DeleteTaskPushNotificationConfig","params":{"taskId":"`+task+`","id":"c3"}}`)
-	if e := errCode(v); e != 0 {
-		t.Fatalf("delete: code %v", e)
-	}
-	result(t, set("one-more"))
-}
-
-// TestPushConfigsPerTaskAtOnce creates configs for one task concurrently:
-// on one hub the bound is exact.
-func TestPushConfigsPerTaskAtOnce(t *testing.T) {
-	_, base := hubtest.Start(t, hub.Options{Dev: true})
-	// Concurrent requests leave the client connections it dialed and did
-	// not use; the hub's shutdown would wait 5 s for their first request.
-	t.Cleanup(http.DefaultClient.CloseIdleConnections)
-	register(t, base, "w", "", nil)
-	url := base + "/a2a/w"
-	task := result(t, second(rpc(t, url, "1.0", asyncSend("push-race"))))["task"].(map[string]any)["id"].(string)
-	const tries = 3 * a2a.MaxPushConfigs
-	var wg sync.WaitGroup
-	codes := make([]float64, tries)
-	for i := range tries {
-		wg.Go(func() {
-			// Not rpc: it may call t.Fatal, which only the test's goroutine may.
-			resp, err := post(url, "1.0", fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{"taskId":%q,"id":"c%d","url":"http://127.0.0.1:9/hook"}}`, task, i))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer resp.Body.Close()
-			var v any
-			if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
-				t.Errorf("config %d: %v", i, err)
-				return
-			}
-			codes[i] = errCode(v)
-		})
-	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
-	created := 0
-	for i, c := range codes {
-		switch c {
-		case 0:
-			created++
-		case -32602:
-		default:
-			t.Fatalf("config %d: code %v", i, c)
-		}
-	}
-	_, v := rpc(t, url, "1.0", `{"jsonrpc":"2.0","id":1,"method":"ListTaskPushNotificationConfigs","params":{"taskId":"`+task+`"}}`)
-	listed := len(result(t, v)["configs"].([]any))
-	if created != a2a.MaxPushConfigs || listed != a2a.MaxPushConfigs {
-		t.Fatalf("%d created and %d listed of %d tried at once, want %d", created, listed, tries, a2a.MaxPushConfigs)
-	}
-}
-
-// TestStreamsPerCaller opens as many streams as one caller may, then one
-// more: it is refused with a JSON-RPC error and starts no task; closing a
-// stream makes room.
-func TestStreamsPerCaller(t *testing.T) {
-	_, base := hubtest.Start(t, hub.Options{Dev: true})
-	register(t, base, "w", "", nil)
-	url := base + "/a2a/w"
-	task := result(t, second(rpc(t, url, "1.0", asyncSend("streams"))))["task"].(map[string]any)["id"].(string)
-	// open posts a streaming call; it returns the answer and, for a
-	// stream, its first event, else the JSON body.
-	open := func(body string) (*http.Response, string) {
-		t.Helper()
-		resp, err := post(url, "1.0", body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		br := bufio.NewReader(resp.Body)
-		if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-			raw, _ := io.ReadAll(br)
-			resp.Body.Close()
-			return resp, string(raw)
-		}
-		for {
-			line, err := br.ReadString('\n')
-			if err != nil {
-				t.Fatalf("stream ended before its first event: %v", err)
-			}
-			if data, ok := strings.CutPrefix(line, "data: "); ok {
-				return resp, data
+		sc := bufio.NewScanner(resp.Body)
+		last := ""
+		first := true
+		for sc.Scan() {
+			if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				last = d
+				if first {
+					first = false
+					close(ready)
+				}
 			}
 		}
+		out <- last
+	}()
+	select {
+	case <-ready:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the subscription sent no first event")
 	}
-	var streams []*http.Response
-	t.Cleanup(func() {
-		for _, r := range streams {
-			r.Body.Close()
+	return out
+}
+
+// fixture is a hub with auth on and three agents: alice and bob talk in
+// conversation c-ab; alice has an A2A task with bob.
+type fixture struct {
+	base string
+	h    *hub.Hub
+	tok  map[string]string
+	task string // alice's task to bob
+	// relayed is the id of the task's message to bob.
+	relayed string
+}
+
+func newFixture(t *testing.T) *fixture {
+	h, base := hubtest.Start(t, hub.Options{})
+	f := &fixture{base: base, h: h, tok: map[string]string{}}
+	for _, id := range []string{"alice", "bob", "carol"} {
+		f.tok[id] = register(t, base, "", id, "")
+	}
+	if c := atpSend(t, base, f.tok["alice"], map[string]any{"message_id": "ab-1", "sender": "alice", "receiver": "bob",
+		"type": "note", "conversation_id": "c-ab", "payload": map[string]string{"text": "secret"}}); c.status != 200 {
+		t.Fatalf("alice → bob: %d %s", c.status, c.raw)
+	}
+	f.task = rpc(t, base, "bob", f.tok["alice"], "SendMessage", sendParams("a-1", "for bob", "", true)).task(t)["id"].(string)
+	for _, m := range pull(t, base, f.tok["bob"], "bob") {
+		if md, _ := m["metadata"].(map[string]any); md["a2a_task_id"] == f.task {
+			f.relayed = m["message_id"].(string)
+		}
+	}
+	if f.relayed == "" {
+		t.Fatal("bob got no message of alice's task")
+	}
+	return f
+}
+
+// records counts the store's records of a kind.
+func (f *fixture) records(t *testing.T, kind string) int {
+	t.Helper()
+	recs, err := f.h.Store.ListRecords(context.Background(), kind, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(recs)
+}
+
+// TestAttacksThroughA2A tries each attack class through the A2A bindings
+// as carol, an ordinary agent of a hub with auth on: each is refused, and
+// nothing carol sent is stored or delivered.
+func TestAttacksThroughA2A(t *testing.T) {
+	f := newFixture(t)
+	carol := f.tok["carol"]
+	tasks := f.records(t, a2a.KindTask)
+	t.Run("join a foreign contextId", func(t *testing.T) {
+		c := rpc(t, f.base, "bob", carol, "SendMessage", sendParams("c-1", "let me in", "c-ab", true))
+		if c.code() != a2a.CodeTaskNotFound {
+			t.Fatalf("SendMessage in c-ab: %s, want -32001 (not found, as every protocol answers)", c.raw)
+		}
+		if n := f.records(t, a2a.KindTask); n != tasks {
+			t.Errorf("a refused send left a task: %d tasks, want %d", n, tasks)
+		}
+		for _, m := range pull(t, f.base, f.tok["bob"], "bob") {
+			if m["sender"] == "carol" {
+				t.Errorf("carol's message was delivered: %v", m)
+			}
 		}
 	})
-	subscribe := `{"jsonrpc":"2.0","id":1,"method":"SubscribeToTask","params":{"id":"` + task + `"}}`
-	for i := range a2a.MaxStreamsPerCaller {
-		resp, first := open(subscribe)
-		if resp.Header.Get("Content-Type") != "text/event-stream" || !strings.Contains(first, task) {
-			t.Fatalf("stream %d: %s %q", i, resp.Header.Get("Content-Type"), first)
+	t.Run("read a foreign contextId", func(t *testing.T) {
+		if c := rpc(t, f.base, "bob", carol, "ListTasks", map[string]any{"contextId": "c-ab"}); c.code() != a2a.CodeTaskNotFound {
+			t.Fatalf("ListTasks of c-ab: %s, want -32001", c.raw)
 		}
-		streams = append(streams, resp)
-	}
-	tasks := func() any {
-		_, v := rpc(t, url, "1.0", `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`)
-		return v.(map[string]any)["result"].(map[string]any)["totalSize"]
-	}
-	before := tasks()
-	resp, body := open(strings.Replace(send("one too many"), `"SendMessage"`, `"SendStreamingMessage"`, 1))
-	var v any
-	if err := json.Unmarshal([]byte(body), &v); err != nil || errCode(v) != -32603 || !strings.Contains(body, "streams open") {
-		t.Fatalf("stream %d: %d %s", a2a.MaxStreamsPerCaller+1, resp.StatusCode, body)
-	}
-	if after := tasks(); after != before {
-		t.Fatalf("the refused stream started a task: %v tasks, %v before", after, before)
-	}
-	streams[0].Body.Close()
-	waitfor.True(t, "a closed stream to make room for another", func() bool {
-		resp, first := open(subscribe)
-		if resp.Header.Get("Content-Type") != "text/event-stream" {
-			return false
-		}
-		streams = append(streams, resp)
-		return strings.Contains(first, task)
 	})
+	t.Run("another's task", func(t *testing.T) {
+		for method, params := range map[string]any{
+			"GetTask":                          map[string]any{"id": f.task},
+			"CancelTask":                       map[string]any{"id": f.task},
+			"SubscribeToTask":                  map[string]any{"id": f.task},
+			"ListTaskPushNotificationConfigs":  map[string]any{"taskId": f.task},
+			"CreateTaskPushNotificationConfig": map[string]any{"taskId": f.task, "url": "https://attacker.example/p"},
+			"SendMessage":                      map[string]any{"message": message("c-2", "hijack", "", f.task)},
+		} {
+			c := rpc(t, f.base, "bob", carol, method, params)
+			if !strings.Contains(c.raw, `"code":-32001`) {
+				t.Errorf("%s on alice's task by carol: %s, want -32001", method, c.raw)
+			}
+		}
+		if n := f.records(t, a2a.KindPush); n != 0 {
+			t.Errorf("%d push configs stored, want none", n)
+		}
+		list := rpc(t, f.base, "bob", carol, "ListTasks", map[string]any{}).result(t)
+		if ts, _ := list["tasks"].([]any); len(ts) != 0 {
+			t.Errorf("carol lists %d of bob's tasks, want none", len(ts))
+		}
+		// alice herself, and the operator, see it.
+		for _, tok := range []string{f.tok["alice"], admin} {
+			if c := rpc(t, f.base, "bob", tok, "GetTask", map[string]any{"id": f.task}); c.code() != 0 {
+				t.Errorf("GetTask by its owner or the operator: %s", c.raw)
+			}
+		}
+	})
+	t.Run("forged answer", func(t *testing.T) {
+		relayed := f.relayed
+		c := atpSend(t, f.base, carol, map[string]any{"message_id": "forged", "sender": "carol", "receiver": "alice",
+			"type": "task.result", "correlation_id": relayed, "payload": map[string]string{"text": "forged"}})
+		if c.status != 403 {
+			t.Fatalf("carol answers alice's task message: %d %s, want 403", c.status, c.raw)
+		}
+		got := rpc(t, f.base, "bob", f.tok["alice"], "GetTask", map[string]any{"id": f.task}).result(t)
+		if state(got) == "TASK_STATE_COMPLETED" || strings.Contains(fmt.Sprint(got), "forged") {
+			t.Fatalf("the forged answer reached the task: %v", got)
+		}
+	})
+	t.Run("list hidden agents", func(t *testing.T) {
+		// A push config makes a hidden push agent.
+		hook := worker(t, `{}`)
+		_ = hook
+		if c := rpc(t, f.base, "bob", f.tok["alice"], "CreateTaskPushNotificationConfig", map[string]any{"taskId": f.task, "url": "https://push.example/hook"}); c.code() != 0 {
+			t.Fatalf("alice's push config: %s", c.raw)
+		}
+		if c := rpc(t, f.base, "bob", f.tok["alice"], "CancelTask", map[string]any{"id": f.task}); c.code() != 0 {
+			t.Fatalf("cancel: %s", c.raw)
+		}
+		for _, tok := range []string{carol, admin} {
+			for _, u := range []string{"/a2a/agents", "/.well-known/agent-card.json"} {
+				if c := do(t, http.MethodGet, f.base+u, tok, "", nil); strings.Contains(c.raw, "_a2a-") || !strings.Contains(c.raw, "alice") {
+					t.Errorf("%s (%s): %s", u, tok[:6], c.raw)
+				}
+			}
+		}
+		if c := do(t, http.MethodGet, f.base+"/a2a/agents", "", "", nil); c.status != 401 {
+			t.Errorf("anonymous directory: %d", c.status)
+		}
+	})
+	t.Run("no credential", func(t *testing.T) {
+		c := rpc(t, f.base, "bob", "", "SendMessage", sendParams("anon", "x", "", true))
+		if c.status != 401 || c.code() != a2a.CodeUnauthenticated || !strings.HasPrefix(c.header.Get("WWW-Authenticate"), "Bearer") {
+			t.Fatalf("anonymous SendMessage: %d %s", c.status, c.raw)
+		}
+		if c := do(t, http.MethodGet, f.base+"/a2a/bob/tasks", "", "", nil); c.status != 401 {
+			t.Fatalf("anonymous REST ListTasks: %d %s", c.status, c.raw)
+		}
+	})
+}
+
+// TestListTasksCursor: tasks created while a client pages never show
+// twice and every task there was when paging began is listed once; page
+// sizes 0 and 101 are refused with the specification's error on JSON-RPC
+// and REST.
+func TestListTasksCursor(t *testing.T) {
+	_, base := hubtest.Start(t, hub.Options{Dev: true})
+	register(t, base, "", "w", worker(t, `{"status":"accepted"}`).URL)
+	before := map[string]bool{}
+	for i := range 12 {
+		before[rpc(t, base, "w", "", "SendMessage", sendParams(fmt.Sprint("p", i), "x", "", true)).task(t)["id"].(string)] = true
+	}
+	seen := map[string]int{}
+	token := ""
+	for page := 0; ; page++ {
+		params := map[string]any{"pageSize": 5}
+		if token != "" {
+			params["pageToken"] = token
+		}
+		res := rpc(t, base, "w", "", "ListTasks", params).result(t)
+		for _, x := range res["tasks"].([]any) {
+			seen[x.(map[string]any)["id"].(string)]++
+		}
+		// Two more tasks arrive between pages.
+		for i := range 2 {
+			rpc(t, base, "w", "", "SendMessage", sendParams(fmt.Sprint("q", page, i), "x", "", true))
+		}
+		token, _ = res["nextPageToken"].(string)
+		if _, ok := res["nextPageToken"]; !ok {
+			t.Fatalf("nextPageToken missing: %v", res)
+		}
+		if token == "" {
+			break
+		}
+	}
+	for id, n := range seen {
+		if n > 1 {
+			t.Errorf("task %s listed %d times", id, n)
+		}
+	}
+	for id := range before {
+		if seen[id] != 1 {
+			t.Errorf("task %s, there when paging began, listed %d times", id, seen[id])
+		}
+	}
+	for _, size := range []int{0, 101} {
+		if c := rpc(t, base, "w", "", "ListTasks", map[string]any{"pageSize": size}); c.code() != a2a.CodeInvalidParams {
+			t.Errorf("JSON-RPC pageSize %d: %s, want -32602", size, c.raw)
+		}
+		if c := do(t, http.MethodGet, fmt.Sprintf("%s/a2a/w/tasks?pageSize=%d", base, size), "", "", nil); c.status != 400 {
+			t.Errorf("REST pageSize %d: %d %s, want 400", size, c.status, c.raw)
+		}
+	}
+	if c := rpc(t, base, "w", "", "ListTasks", map[string]any{}); c.code() != 0 {
+		t.Errorf("ListTasks without pageSize: %s", c.raw)
+	}
+}
+
+// TestBlockingSend: a blocking SendMessage returns once the task is
+// terminal or interrupted, whatever state that is.
+func TestBlockingSend(t *testing.T) {
+	_, base := hubtest.Start(t, hub.Options{Dev: true})
+	for id, tc := range map[string]struct{ reply, want string }{
+		"done":  {`{"status":"accepted","result":{"text":"ok"}}`, "TASK_STATE_COMPLETED"},
+		"ask":   {`{"status":"input-required","result":{"text":"which one?"}}`, "TASK_STATE_INPUT_REQUIRED"},
+		"fails": {`{"status":"failed","detail":"no"}`, "TASK_STATE_FAILED"},
+	} {
+		register(t, base, "", id, worker(t, tc.reply).URL)
+		if got := state(rpc(t, base, id, "", "SendMessage", sendParams("b-"+id, "x", "", false)).task(t)); got != tc.want {
+			t.Errorf("%s: blocking send answered %s, want %s", id, got, tc.want)
+		}
+	}
+}
+
+// TestCardCaching: cards carry Cache-Control and an ETag, and a request
+// naming the ETag gets 304.
+func TestCardCaching(t *testing.T) {
+	_, base := hubtest.Start(t, hub.Options{Dev: true})
+	register(t, base, "", "w", "")
+	for _, path := range []string{"/a2a/w/.well-known/agent-card.json", "/a2a/w/.well-known/agent.json", "/.well-known/agent-card.json"} {
+		c := do(t, http.MethodGet, base+path, "", "", nil)
+		etag := c.header.Get("ETag")
+		if c.status != 200 || etag == "" || !strings.Contains(c.header.Get("Cache-Control"), "max-age=") {
+			t.Fatalf("%s: %d ETag %q Cache-Control %q", path, c.status, etag, c.header.Get("Cache-Control"))
+		}
+		if c2 := do(t, http.MethodGet, base+path, "", "", nil, "If-None-Match", etag); c2.status != http.StatusNotModified || c2.raw != "" {
+			t.Errorf("%s with If-None-Match: %d %q, want 304", path, c2.status, c2.raw)
+		}
+		if c3 := do(t, http.MethodGet, base+path, "", "", nil, "If-None-Match", `"other"`); c3.status != 200 {
+			t.Errorf("%s with another ETag: %d", path, c3.status)
+		}
+	}
+}
+
+// TestPushRequest: a push notification is the stream event, POSTed with
+// the specification's content type, the config's token and its
+// authentication.
+func TestPushRequest(t *testing.T) {
+	_, base := hubtest.Start(t, hub.Options{Dev: true})
+	var mu sync.Mutex
+	var got []*http.Request
+	var bodies []string
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got, bodies = append(got, r), append(bodies, string(b))
+		mu.Unlock()
+	}))
+	defer hook.Close()
+	register(t, base, "", "w", worker(t, `{"status":"accepted","result":{"text":"ok"}}`).URL)
+	params := sendParams("push-1", "x", "", true)
+	params["configuration"].(map[string]any)["taskPushNotificationConfig"] = map[string]any{"url": hook.URL, "token": "tok-1",
+		"authentication": map[string]any{"scheme": "Bearer", "credentials": "secret-1"}}
+	rpc(t, base, "w", "", "SendMessage", params).task(t)
+	waitFor(t, 10*time.Second, "the completion's push", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(bodies) > 0 && strings.Contains(bodies[len(bodies)-1], "TASK_STATE_COMPLETED")
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	r, body := got[len(got)-1], bodies[len(bodies)-1]
+	if ct := r.Header.Get("Content-Type"); ct != "application/a2a+json" {
+		t.Errorf("Content-Type %q", ct)
+	}
+	if r.Header.Get("Authorization") != "Bearer secret-1" || r.Header.Get("X-A2A-Notification-Token") != "tok-1" {
+		t.Errorf("headers %v", r.Header)
+	}
+	var ev map[string]json.RawMessage
+	if json.Unmarshal([]byte(body), &ev) != nil || len(ev) != 1 || ev["statusUpdate"] == nil {
+		t.Errorf("body %s, want one StreamResponse statusUpdate", body)
+	}
+}
+
+// TestJSONRPCWraps: what the wrap around the SDK's JSON-RPC binding
+// answers itself.
+func TestJSONRPCWraps(t *testing.T) {
+	_, base := hubtest.Start(t, hub.Options{Dev: true})
+	register(t, base, "", "w", worker(t, `{"status":"accepted"}`).URL)
+	post := func(body, version string) call {
+		var hdr []string
+		if version != "" {
+			hdr = []string{"A2A-Version", version}
+		}
+		return do(t, http.MethodPost, base+"/a2a/w", "", "application/json", []byte(body), hdr...)
+	}
+	for _, tc := range []struct {
+		name, body, version string
+		status, code        int
+	}{
+		{"unsupported version", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x"}}`, "9.9", 200, a2a.CodeVersionNotSupported},
+		{"not JSON", `{"jsonrpc":`, "1.0", 200, a2a.CodeParseError},
+		{"params missing", `{"jsonrpc":"2.0","id":1,"method":"GetTask"}`, "1.0", 200, a2a.CodeInvalidParams},
+		{"params of the wrong shape", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_NOPE","parts":[]}}}`, "1.0", 200, a2a.CodeInvalidParams},
+		{"a key twice", `{"jsonrpc":"2.0","id":1,"id":2,"method":"GetTask","params":{"id":"x"}}`, "1.0", 200, a2a.CodeInvalidRequest},
+		{"unknown method", `{"jsonrpc":"2.0","id":1,"method":"Nope","params":{}}`, "1.0", 200, a2a.CodeMethodNotFound},
+		{"0.3 method with 1.0 header", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"x"}}`, "1.0", 200, a2a.CodeMethodNotFound},
+		{"unknown task, 0.3", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"x"}}`, "", 200, a2a.CodeTaskNotFound},
+	} {
+		c := post(tc.body, tc.version)
+		if c.status != tc.status || c.code() != tc.code {
+			t.Errorf("%s: %d %s, want %d with %d", tc.name, c.status, c.raw, tc.status, tc.code)
+		}
+	}
+	if c := do(t, http.MethodPost, base+"/a2a/w", "", "text/plain", []byte(`{}`)); c.status != http.StatusUnsupportedMediaType {
+		t.Errorf("text/plain body: %d", c.status)
+	}
+	if c := post(`{"jsonrpc":"2.0","method":"GetTask","params":{"id":"x"}}`, "1.0"); c.status != http.StatusNoContent {
+		t.Errorf("notification: %d %s, want 204", c.status, c.raw)
+	}
+	c := post(`[{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x"}},{"jsonrpc":"2.0","id":2,"method":"SubscribeToTask","params":{"id":"x"}},{"jsonrpc":"2.0","method":"GetTask","params":{"id":"x"}}]`, "1.0")
+	var answers []map[string]any
+	if err := json.Unmarshal([]byte(c.raw), &answers); err != nil || len(answers) != 2 {
+		t.Fatalf("batch: %s, want two answers (the notification gets none)", c.raw)
+	}
+	if !strings.Contains(c.raw, "-32001") || !strings.Contains(c.raw, "-32004") {
+		t.Errorf("batch answers %s, want task not found and streaming refused", c.raw)
+	}
 }

@@ -15,7 +15,7 @@ import (
 
 // Record kinds in the store.
 const (
-	// KindTask holds a task (Index: its context id).
+	// KindTask holds a task (Index: its agent's id).
 	KindTask = "a2a_task"
 	// KindPush holds a push notification config (ID: task id/config id,
 	// Index: task id).
@@ -24,14 +24,6 @@ const (
 	// follows to move the task along (ID: the message id; data: the
 	// agent, the task and until when).
 	KindFollow = "a2a_follow"
-)
-
-// Task errors, matched with errors.Is.
-var (
-	// ErrIllegalTransition refuses a state change the state machine forbids.
-	ErrIllegalTransition = errors.New("illegal task state transition")
-	// ErrTaskNotFound is an unknown task (or one of another agent).
-	ErrTaskNotFound = errors.New("task not found")
 )
 
 // transitions lists the states each non-terminal state may move to.
@@ -83,9 +75,16 @@ type Transition struct {
 
 // TaskRecord is a task as the store keeps it.
 type TaskRecord struct {
-	Task        *sdk.Task    `json:"task"`
-	Agent       string       `json:"agent"`
-	Owner       string       `json:"owner,omitempty"`
+	Task  *sdk.Task `json:"task"`
+	Agent string    `json:"agent"`
+	// Owner is the agent whose credential created the task (empty when
+	// the operator or a dev-mode caller did): only it (and the operator)
+	// may see the task.
+	Owner string `json:"owner,omitempty"`
+	// ReplyTo is the hidden helper that sent the task's messages for a
+	// caller without an agent of its own (Owner empty), where the agent's
+	// answers go.
+	ReplyTo     string       `json:"reply_to,omitempty"`
 	Links       []link       `json:"links,omitempty"`
 	Transitions []Transition `json:"transitions"`
 	// Protocol is the version of the request that created the task (push
@@ -144,7 +143,7 @@ func (ts *tasks) create(ctx context.Context, r *TaskRecord) error {
 	if err != nil {
 		return err
 	}
-	rec, err := ts.store.PutRecord(ctx, core.Record{Kind: KindTask, ID: string(r.Task.ID), Index: r.Task.ContextID,
+	rec, err := ts.store.PutRecord(ctx, core.Record{Kind: KindTask, ID: string(r.Task.ID), Index: r.Agent,
 		Data: b, UpdatedAt: ts.clock.Now()})
 	if err != nil {
 		return fmt.Errorf("store task: %w", err)
@@ -208,7 +207,7 @@ func (ts *tasks) update(ctx context.Context, agent, id string, f func(r *TaskRec
 		if err != nil {
 			return nil, err
 		}
-		rec, err := ts.store.PutRecord(ctx, core.Record{Kind: KindTask, ID: id, Index: r.Task.ContextID, Data: b,
+		rec, err := ts.store.PutRecord(ctx, core.Record{Kind: KindTask, ID: id, Index: r.Agent, Data: b,
 			Version: r.version, UpdatedAt: ts.clock.Now()})
 		if errors.Is(err, core.ErrConflict) && attempt < 20 {
 			continue
@@ -238,23 +237,29 @@ func cloneRecord(r *TaskRecord) (*TaskRecord, error) {
 	return &out, nil
 }
 
-// list lists an agent's tasks, most recently updated first.
-func (ts *tasks) list(ctx context.Context, agent, contextID string, limit int) ([]*TaskRecord, error) {
-	recs, err := ts.store.ListRecords(ctx, KindTask, contextID, limit)
+// list lists up to limit of an agent's tasks, most recently updated first.
+func (ts *tasks) list(ctx context.Context, agent string, limit int) ([]*TaskRecord, error) {
+	recs, err := ts.store.ListRecords(ctx, KindTask, agent, limit)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]*TaskRecord, 0, len(recs))
 	for _, rec := range recs {
 		r, err := decodeTask(rec)
-		if err != nil {
+		if err != nil || r.Agent != agent {
 			continue
 		}
-		if r.Agent == agent {
-			out = append(out, r)
-		}
+		out = append(out, r)
 	}
 	return out, nil
+}
+
+// created is when the task was created (its first transition).
+func (r *TaskRecord) created() time.Time {
+	if len(r.Transitions) > 0 {
+		return r.Transitions[0].At
+	}
+	return time.Time{}
 }
 
 // watch returns a channel signalled when task id changes in this process.

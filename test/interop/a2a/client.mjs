@@ -1,10 +1,12 @@
 // Drives an agent on a Switchboard hub with the @a2a-js/sdk client and
 // prints one JSON summary line. Usage:
 //   node client.mjs MODE WORKER_BASE SLOW_BASE PUSH_URL
-// MODE: v1 (default client), compat (legacyCompat on, agent-card.json:
-// the SDK picks the 1.0 interface), legacy (legacyCompat on, the 0.3 card
-// agent.json: the SDK's v0.3 JSON-RPC transport).
-import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
+// MODE: v1 (default client, JSON-RPC), compat (legacyCompat on,
+// agent-card.json: the SDK picks the 1.0 interface), legacy (legacyCompat
+// on, the 0.3 card agent.json: the SDK's v0.3 JSON-RPC transport), rest
+// (the HTTP+JSON transport, 1.0), rest-legacy (HTTP+JSON, legacyCompat on,
+// the 0.3 card: 0.3's REST paths).
+import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory, RestTransportFactory } from '@a2a-js/sdk/client';
 import { Role, TaskState } from '@a2a-js/sdk';
 
 const [mode, workerBase, slowBase, pushUrl] = process.argv.slice(2);
@@ -12,12 +14,15 @@ const out = { mode };
 
 function factory() {
   if (mode === 'v1') return new ClientFactory();
+  if (mode === 'rest') return new ClientFactory({ ...ClientFactoryOptions.default, transports: [new RestTransportFactory()] });
   const compat = { legacyCompat: { enabled: true } };
-  return new ClientFactory({ ...ClientFactoryOptions.default, transports: [new JsonRpcTransportFactory(compat)],
+  const transport = mode === 'rest-legacy' ? new RestTransportFactory(compat) : new JsonRpcTransportFactory(compat);
+  return new ClientFactory({ ...ClientFactoryOptions.default, transports: [transport],
     cardResolver: new DefaultAgentCardResolver(compat) });
 }
 // The resolver resolves a card path against the origin, so pass whole card URLs.
-const cardPath = mode === 'legacy' ? '/.well-known/agent.json' : '/.well-known/agent-card.json';
+const legacy = mode === 'legacy' || mode === 'rest-legacy';
+const cardPath = legacy ? '/.well-known/agent.json' : '/.well-known/agent-card.json';
 const state = (s) => TaskState[s];
 const texts = (parts) => (parts || []).filter((p) => p.content && p.content.$case === 'text').map((p) => p.content.value);
 const msg = (t, extra = {}) => ({ messageId: `${mode}-${t}-${Date.now()}-${Math.random()}`, role: Role.ROLE_USER, contextId: '', taskId: '',
@@ -80,7 +85,7 @@ await slow.deleteTaskPushNotificationConfig({ tenant: '', taskId: pending.id, id
 const l2 = await slow.listTaskPushNotificationConfig({ tenant: '', taskId: pending.id, pageSize: 0, pageToken: '' });
 out.pushAfterDelete = l2.configs.length;
 out.taskId = pending.id;
-if (mode !== 'legacy') {
+if (!legacy) {
   const lt = await worker.listTasks({ tenant: '', contextId: '', status: TaskState.TASK_STATE_UNSPECIFIED, statusTimestampAfter: undefined, pageSize: 10, pageToken: '', historyLength: 0, includeArtifacts: false });
   out.listTasks = lt.tasks.length;
 }

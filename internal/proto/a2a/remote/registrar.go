@@ -1,4 +1,4 @@
-package a2aremote
+package remote
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/switchboard-hub/switchboard/internal/auth"
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/httperr"
 )
@@ -33,6 +32,9 @@ type Options struct {
 type Registrar struct {
 	relay *core.Relay
 	opt   Options
+	// self is the registrar's own principal, for refreshing the agents
+	// it registered.
+	self core.Principal
 }
 
 // NewRegistrar returns a registrar over relay.
@@ -52,12 +54,15 @@ func NewRegistrar(relay *core.Relay, opt Options) *Registrar {
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
-	return &Registrar{relay: relay, opt: opt}
+	return &Registrar{relay: relay, opt: opt, self: core.InternalPrincipal("a2a-remote")}
 }
 
-// Mount adds POST /a2a/agents.
+// Name is the registrar's name (the hub's adapter contract).
+func (g *Registrar) Name() string { return "a2a remote agents" }
+
+// Mount adds POST /a2a/agents (the hub's adapter contract).
 func (g *Registrar) Mount(mux *http.ServeMux) {
-	mux.HandleFunc("POST /a2a/agents", g.handle)
+	mux.HandleFunc("POST /a2a/agents", httperr.Handle(g.handle))
 }
 
 // RegisterRequest is the body of POST /a2a/agents.
@@ -80,37 +85,35 @@ type RegisterResponse struct {
 	Created         bool     `json:"created"`
 }
 
-func (g *Registrar) handle(w http.ResponseWriter, r *http.Request) {
+func (g *Registrar) handle(w http.ResponseWriter, r *http.Request) error {
 	var req RegisterRequest
-	if !httperr.DecodeJSON(w, r, 64<<10, &req) {
-		return
+	if err := httperr.ReadJSON(w, r, 64<<10, &req); err != nil {
+		return err
 	}
 	if req.CardURL == "" {
-		httperr.Write(w, http.StatusBadRequest, httperr.CodeMissingField, "card_url is required")
-		return
+		return httperr.New(http.StatusBadRequest, httperr.CodeMissingField, "card_url is required")
 	}
 	if req.AgentID != "" && !core.ValidAgentID(req.AgentID) {
-		httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidField, "agent_id must be 1-128 characters of letters, digits and ._:@-, starting with a letter or digit")
-		return
+		return httperr.New(http.StatusBadRequest, httperr.CodeInvalidField, "agent_id must be 1-128 characters of letters, digits and ._:@-, starting with a letter or digit")
 	}
-	if err := auth.Admin(r.Context()); err != nil {
-		httperr.From(w, err)
-		return
+	p := core.PrincipalFrom(r.Context())
+	// Registering a remote agent makes the hub fetch a URL and send to
+	// it: an operator's action, as the table says.
+	if err := core.Authorize(p, core.OpOperator, core.RelNone); err != nil {
+		return err
 	}
-	a, info, created, err := g.Register(r.Context(), req.CardURL, req.AgentID)
+	a, info, created, err := g.Register(r.Context(), p, req.CardURL, req.AgentID)
 	switch {
 	case errors.Is(err, ErrCardUnreachable):
-		httperr.Write(w, http.StatusBadGateway, "card_unreachable", err.Error())
-		return
+		return httperr.New(http.StatusBadGateway, "card_unreachable", "%s", err.Error())
 	case errors.Is(err, ErrInvalidCard):
-		httperr.Write(w, http.StatusUnprocessableEntity, "invalid_card", err.Error())
-		return
+		return httperr.New(http.StatusUnprocessableEntity, "invalid_card", "%s", err.Error())
 	case err != nil:
-		httperr.From(w, err)
-		return
+		return err
 	}
 	httperr.JSON(w, http.StatusOK, RegisterResponse{OK: true, AgentID: a.ID, URI: g.relay.URI(a.ID), Name: info.Name,
 		CardURL: info.CardURL, RPCURL: info.RPCURL, ProtocolVersion: string(info.Version), Skills: nonNil(info.Skills), Created: created})
+	return nil
 }
 
 func nonNil(s []string) []string {
@@ -121,8 +124,9 @@ func nonNil(s []string) []string {
 }
 
 // Register fetches the card at cardURL and registers (or refreshes) the
-// remote agent under agentID (derived from the card's name when empty).
-func (g *Registrar) Register(ctx context.Context, cardURL, agentID string) (*core.Agent, *CardInfo, bool, error) {
+// remote agent under agentID (derived from the card's name when empty),
+// for p: the relay decides whether p may bind the id.
+func (g *Registrar) Register(ctx context.Context, p core.Principal, cardURL, agentID string) (*core.Agent, *CardInfo, bool, error) {
 	info, err := FetchCard(ctx, g.opt.Client, cardURL, g.opt.MaxCardBytes)
 	if err != nil {
 		return nil, nil, false, err
@@ -134,11 +138,11 @@ func (g *Registrar) Register(ctx context.Context, cardURL, agentID string) (*cor
 		}
 	}
 	info.FetchedAt = g.relay.Clock().Now()
-	a, created, err := g.register(ctx, agentID, info)
+	a, created, err := g.register(ctx, p, agentID, info)
 	return a, info, created, err
 }
 
-func (g *Registrar) register(ctx context.Context, agentID string, info *CardInfo) (*core.Agent, bool, error) {
+func (g *Registrar) register(ctx context.Context, p core.Principal, agentID string, info *CardInfo) (*core.Agent, bool, error) {
 	extra, err := json.Marshal(map[string]any{extraKey: info})
 	if err != nil {
 		return nil, false, err
@@ -147,13 +151,13 @@ func (g *Registrar) register(ctx context.Context, agentID string, info *CardInfo
 		Endpoint: core.Endpoint{Kind: core.EndpointA2A, URL: info.RPCURL},
 		Card: core.Card{Name: info.Name, Description: info.Description, Version: info.CardVersion, Streaming: info.Streaming,
 			Async: true, Tools: info.Skills, Extra: extra}}
-	if old, err := g.relay.Store().GetAgent(ctx, agentID); err == nil {
+	if old, err := g.relay.LookupAgent(ctx, g.self, agentID); err == nil {
 		if _, ok := Info(old); !ok && old.Endpoint.Kind != core.EndpointA2A {
 			return nil, false, fmt.Errorf("agent %q is already registered with a %s endpoint: %w", agentID, old.Endpoint.Kind, core.ErrConflict)
 		}
 		a.Card.Owner, a.Card.Device, a.Card.Access = old.Card.Owner, old.Card.Device, old.Card.Access
 	}
-	_, created, err := g.relay.Register(ctx, a, g.opt.Lease)
+	_, created, err := g.relay.RegisterAs(ctx, p, a, g.opt.Lease)
 	return a, created, err
 }
 
@@ -182,15 +186,15 @@ func Slug(name string) string {
 }
 
 // Run refreshes the cards of registered remote agents every
-// Options.Refresh until ctx ends. A card that cannot be fetched keeps the
-// last good one (and the lease runs on).
-func (g *Registrar) Run(ctx context.Context) {
+// Options.Refresh until ctx ends (the hub's adapter contract). A card that
+// cannot be fetched keeps the last good one (and the lease runs on).
+func (g *Registrar) Run(ctx context.Context) error {
 	t := time.NewTicker(g.opt.Refresh)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C:
 			g.RefreshAll(ctx)
 		}
@@ -199,7 +203,7 @@ func (g *Registrar) Run(ctx context.Context) {
 
 // RefreshAll fetches every remote agent's card again and re-registers it.
 func (g *Registrar) RefreshAll(ctx context.Context) {
-	list, err := g.relay.Store().ListAgents(ctx, core.AgentFilter{})
+	list, err := g.relay.ListAgents(ctx, g.self, core.AgentFilter{})
 	if err != nil {
 		g.opt.Logger.Warn("a2aremote: list agents", "err", err)
 		return
@@ -215,7 +219,7 @@ func (g *Registrar) RefreshAll(ctx context.Context) {
 			continue
 		}
 		info.FetchedAt = g.relay.Clock().Now()
-		if _, _, err := g.register(ctx, a.ID, info); err != nil {
+		if _, _, err := g.register(ctx, g.self, a.ID, info); err != nil {
 			g.opt.Logger.Warn("a2aremote: re-register", "agent", a.ID, "err", err)
 		}
 	}

@@ -1,4 +1,4 @@
-// Package a2aremote reaches remote A2A agents: a core.Deliverer for
+// Package remote reaches remote A2A agents: a core.Deliverer for
 // core.EndpointA2A that sends each message with an A2A JSON-RPC
 // SendMessage (1.0) or message/send (0.3) call, and a Registrar that
 // registers a remote agent on the hub from its agent card URL and keeps
@@ -24,7 +24,7 @@
 // they read any worker's result. A remote task in state rejected, and a
 // JSON-RPC error other than internal, reject the message; HTTP 5xx, 408,
 // 429, -32603 and network failures are retried by the scheduler.
-package a2aremote
+package remote
 
 import (
 	"context"

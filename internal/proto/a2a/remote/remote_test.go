@@ -1,4 +1,4 @@
-package a2aremote
+package remote
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package a2aremote
+package remote
 
 import (
 	"bytes"
@@ -13,8 +13,8 @@ import (
 	sdk "github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/switchboard-hub/switchboard/internal/core"
+	"github.com/switchboard-hub/switchboard/internal/payload"
 	"github.com/switchboard-hub/switchboard/internal/proto/a2a"
-	"github.com/switchboard-hub/switchboard/internal/proto/atp"
 )
 
 // maxAnswer bounds how much of a remote answer is read.
@@ -94,6 +94,11 @@ func EncodeSend(v a2a.Version, m *core.Message) ([]byte, error) {
 	}
 	msg := &sdk.Message{ID: m.ID, Role: sdk.MessageRoleUser, ContextID: ctxID, Parts: a2a.PartsFromCore(m.Parts),
 		Metadata: map[string]any{"switchboard_sender": m.Sender, "switchboard_message_id": m.ID}}
+	if id, ok := m.Metadata[a2a.MetaMessageID].(string); ok && id != "" {
+		// The messageId the A2A client gave, when the message came from
+		// one: agents that act on it (test agents do) see it.
+		msg.Metadata[a2a.MetaMessageID] = id
+	}
 	if len(msg.Parts) == 0 {
 		return nil, errors.New("message has no parts")
 	}
@@ -104,9 +109,20 @@ func EncodeSend(v a2a.Version, m *core.Message) ([]byte, error) {
 	}
 	return json.Marshal(map[string]any{
 		"jsonrpc": "2.0", "id": 1, "method": method,
-		"params": map[string]any{"message": a2a.EncodeMessage(v, msg), "configuration": cfg},
+		"params": map[string]any{"message": EncodeMessage(v, msg), "configuration": cfg},
 	})
 }
+
+// rpcError is a JSON-RPC error object of a remote answer.
+type rpcError struct {
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+// codeInternal is JSON-RPC's internal error: a remote agent's trouble,
+// worth retrying.
+const codeInternal = -32603
 
 // Classify maps a remote JSON-RPC answer to a delivery outcome and the
 // Reply described in the package documentation.
@@ -117,7 +133,7 @@ func Classify(v a2a.Version, status int, raw []byte) core.Delivery {
 	}
 	var resp struct {
 		Result json.RawMessage `json:"result"`
-		Error  *a2a.RPCError   `json:"error"`
+		Error  *rpcError       `json:"error"`
 	}
 	if err := json.Unmarshal(raw, &resp); err != nil || (resp.Error == nil && len(resp.Result) == 0) {
 		if status < 200 || status >= 300 {
@@ -126,14 +142,14 @@ func Classify(v a2a.Version, status int, raw []byte) core.Delivery {
 		return core.Delivery{Kind: core.OutcomeRetry, Code: status, Err: errors.New("remote agent's answer is not a JSON-RPC response")}
 	}
 	if e := resp.Error; e != nil {
-		if e.Code == a2a.CodeInternal {
+		if e.Code == codeInternal {
 			return core.Delivery{Kind: core.OutcomeRetry, Code: status, Err: fmt.Errorf("remote agent: %s (%d)", e.Message, e.Code)}
 		}
 		reply, _ := json.Marshal(map[string]any{"status": "rejected", "error": e})
 		return core.Delivery{Kind: core.OutcomeRejected, Code: http.StatusUnprocessableEntity, Reply: reply,
 			Detail: fmt.Sprintf("remote agent refused: %s (%d)", e.Message, e.Code)}
 	}
-	task, msg, err := a2a.DecodeSendResult(v, resp.Result)
+	task, msg, err := DecodeSendResult(v, resp.Result)
 	if err != nil {
 		return core.Delivery{Kind: core.OutcomeRejected, Code: http.StatusBadGateway, Err: err, Detail: "invalid agent response"}
 	}
@@ -159,7 +175,7 @@ func Classify(v a2a.Version, status int, raw []byte) core.Delivery {
 	}
 	if len(parts) > 0 {
 		if cps, err := a2a.PartsToCore(parts); err == nil {
-			if p, err := atp.PartsToPayload(cps); err == nil {
+			if p, err := payload.FromParts(cps); err == nil {
 				rep["result"] = p
 			}
 		}

@@ -183,11 +183,22 @@ func TestMaxConns(t *testing.T) {
 		return ""
 	}
 
-	held := []net.Conn{dial(), dial()}
-	for i, c := range held {
+	// One at a time: the server marks a connection idle after the client
+	// has read its answer, so wait for it, that held[0] be the older idle
+	// one (a connection not yet sending waits too).
+	var held []net.Conn
+	for i := range 2 {
+		c := dial()
 		if code, err := get(c); err != nil || code != http.StatusOK {
 			t.Fatalf("connection %d within the bound: %d, %v", i+1, code, err)
 		}
+		waitfor.OK(t, fmt.Sprintf("connection %d to be idle", i+1), func() error {
+			if v, want := metric("connections_waiting"), itoa(i+1); v != want {
+				return fmt.Errorf("connections_waiting %s, want %s", v, want)
+			}
+			return nil
+		})
+		held = append(held, c)
 	}
 	// Both are idle: a new connection takes the place of the oldest.
 	third := dial()

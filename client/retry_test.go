@@ -123,6 +123,7 @@ func TestSendRetries(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // each case has its own hub and entrance; most wait out backoffs
 			_, base := hubtest.Start(t, hub.Options{Dev: true})
 			ctx := context.Background()
 			admin := client.New(base)

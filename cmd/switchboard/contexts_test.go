@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
 	"github.com/switchboard-hub/switchboard/internal/ssrf"
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
 // isolate gives the test its own configuration directory and clears the
@@ -195,18 +197,15 @@ func TestDeadLettersShowTheLastError(t *testing.T) {
 		}
 	}
 	var list []map[string]any
-	for deadline := time.Now().Add(20 * time.Second); ; {
+	waitfor.OKWithin(t, 20*time.Second, fmt.Sprintf("%d dead letters", 2*n), func() error {
 		_, out, _ := run(t, "", "dlq", "list", "--output", "json")
 		list = nil
 		_ = json.Unmarshal([]byte(out), &list)
-		if len(list) == 2*n || time.Now().After(deadline) {
-			break
+		if len(list) != 2*n {
+			return fmt.Errorf("%d dead letters so far", len(list))
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if len(list) != 2*n {
-		t.Fatalf("%d dead letters, want %d", len(list), 2*n)
-	}
+		return nil
+	})
 	// The first message of each receiver was tried and keeps its own last
 	// error; the ones behind it were tried too (their own error) or timed
 	// out held behind it, which their error says.

@@ -123,6 +123,9 @@ func TestRunSendersUseTheirOwnCredentials(t *testing.T) {
 // the refusals are counted apart from errors, and the sender waits as the
 // answer's Retry-After tells it instead of hammering the hub.
 func TestRunWaitsWhenRateLimited(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs against a rate-limited hub for two seconds: a load, full lane, not with -short")
+	}
 	h, base := hubtest.Start(t, hub.Options{Callbacks: ssrf.Policy{AllowLoopback: true}, RateLimit: 20, RateBurst: 20})
 	res, err := bench.Run(context.Background(), bench.Config{Hub: base, Token: h.AdminToken, Senders: 1,
 		Duration: 2 * time.Second, Drain: 5 * time.Second})
@@ -158,6 +161,9 @@ func TestRunRefusesBadHubURLs(t *testing.T) {
 }
 
 func TestRunOpenLoop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs open-loop loads for seconds: a load, full lane, not with -short")
+	}
 	_, base := hubtest.Start(t, hub.Options{Dev: true})
 	t.Run("sends on schedule", func(t *testing.T) {
 		// 4 senders at 200/s for 1s: each sends every 20ms, 50 in all.
@@ -205,6 +211,9 @@ func TestRunOpenLoop(t *testing.T) {
 }
 
 func TestRunReportsCPUPerMessage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("sends 400 messages from 8 senders per hub kind: a load, full lane, not with -short")
+	}
 	_, base := hubtest.Start(t, hub.Options{Dev: true})
 	u, _ := url.Parse(base)
 	proxy := httputil.NewSingleHostReverseProxy(u)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/hub"
+	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
 )
 
 // BenchmarkATPSend measures POST /atp/send served by the hub's whole
@@ -28,7 +29,7 @@ func benchmarkATPSend(b *testing.B, asAgent bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	h, err := hub.New(ctx, hub.Options{DataDir: b.TempDir(), Addr: "127.0.0.1:0", AdminToken: "sba_bench-admin-token",
-		NoSync: true, RateLimit: 1e9, Relay: core.Config{MaxQueue: -1}})
+		NoSync: true, RateLimit: 1e9, Relay: core.Config{MaxQueue: -1}, Logger: hubtest.Logger(b)})
 	if err != nil {
 		b.Fatal(err)
 	}

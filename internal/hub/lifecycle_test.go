@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"slices"
@@ -43,7 +44,10 @@ func TestShutdownOrder(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			h, err := New(ctx, Options{Dev: true, DataDir: t.TempDir(), Addr: "127.0.0.1:0"})
+			// Warnings and errors in the test's output, no request log
+			// (hubtest.Logger, which this package cannot import).
+			logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+			h, err := New(ctx, Options{Dev: true, DataDir: t.TempDir(), Addr: "127.0.0.1:0", Logger: logger})
 			if err != nil {
 				t.Fatal(err)
 			}

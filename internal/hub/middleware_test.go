@@ -133,7 +133,7 @@ func TestServesTLS(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const bodyTimeout = 200 * time.Millisecond
-	h, err := hub.New(ctx, hub.Options{DataDir: filepath.Join(dir, "data"), AdminToken: "sba_t", TLSCert: certFile, TLSKey: keyFile, Addr: "127.0.0.1:0", BodyTimeout: bodyTimeout})
+	h, err := hub.New(ctx, hub.Options{DataDir: filepath.Join(dir, "data"), AdminToken: "sba_t", TLSCert: certFile, TLSKey: keyFile, Addr: "127.0.0.1:0", BodyTimeout: bodyTimeout, Logger: hubtest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,10 +50,15 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// readyz answers 200 only when the store answers.
+// readyz answers 200 only when the store answers. Its 503 says why the
+// store does not answer (the database file is gone, say): it is written
+// here because httperr.From answers every unavailable store with the same
+// words to clients, which would leave the operator's probe saying nothing.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	if err := s.relay.Ping(r.Context()); err != nil {
-		return httperr.New(http.StatusServiceUnavailable, httperr.CodeUnavailable, "store not ready: %v", err)
+		w.Header().Set("Retry-After", strconv.Itoa(httperr.RetryAfter(httperr.CodeUnavailable)))
+		httperr.Write(w, http.StatusServiceUnavailable, httperr.CodeUnavailable, "store not ready: "+err.Error())
+		return nil
 	}
 	httperr.JSON(w, http.StatusOK, map[string]any{"status": "ready"})
 	return nil

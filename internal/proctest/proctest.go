@@ -291,12 +291,21 @@ func get200(url string) error {
 // the returned Proc's Addr and URL say where it listens. A hub that exits
 // before it is ready fails the test with its output, which says why (a
 // port already in use, say).
+//
+// The hub runs without its request log (--request-log=false), so that its
+// output — which a failing test prints — holds what the hub said at
+// startup, its audit records, warnings and errors rather than one line per
+// request; args with a --request-log or --log-level flag of their own
+// decide instead.
 func StartHub(t testing.TB, addr string, args ...string) *Proc {
 	t.Helper()
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
 	all := append([]string{"serve", "--addr", addr}, args...)
+	if !hasFlag(args, "--request-log", "--log-level") {
+		all = append(all, "--request-log=false")
+	}
 	p := Start(t, t.TempDir(), nil, Binary(t), all...)
 	waitfor.OKWithin(t, 60*time.Second, fmt.Sprintf("switchboard %v to be ready", all), func() error {
 		if p.Exited() {
@@ -315,6 +324,23 @@ func StartHub(t testing.TB, addr string, args ...string) *Proc {
 		return nil
 	})
 	return p
+}
+
+// hasFlag reports whether args hold one of the flags names, as "--name",
+// "--name=value", or with one dash.
+func hasFlag(args []string, names ...string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		for _, n := range names {
+			a, n := strings.TrimLeft(a, "-"), strings.TrimLeft(n, "-")
+			if a == n || strings.HasPrefix(a, n+"=") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // listeningAddr finds the address in the hub's JSON log line

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,19 +10,22 @@ import (
 	"time"
 
 	"github.com/switchboard-hub/switchboard/internal/proctest"
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
 // waitOutput waits until p has printed want, failing with what it printed
 // when it has not within the deadline.
 func waitOutput(t *testing.T, p *proctest.Proc, what, want string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(p.Out.String(), want) {
-		if time.Now().After(deadline) || p.Exited() {
-			t.Fatalf("waiting for %s (%q): not printed; output:\n%s", what, want, p.Out.String())
+	waitfor.OKWithin(t, 20*time.Second, fmt.Sprintf("%s (%q)", what, want), func() error {
+		if strings.Contains(p.Out.String(), want) {
+			return nil
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		if p.Exited() {
+			t.Fatalf("waiting for %s (%q): the process ended; output:\n%s", what, want, p.Out.String())
+		}
+		return fmt.Errorf("not printed; output so far:\n%s", p.Out.String())
+	})
 }
 
 // TestExamplesOnADefaultHub follows the README's Quickstart: a hub started

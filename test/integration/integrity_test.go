@@ -10,11 +10,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/switchboard-hub/switchboard/client"
 	"github.com/switchboard-hub/switchboard/internal/proctest"
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
 // serveExpectingRefusal runs `switchboard serve` on data and wants it to
@@ -51,8 +53,11 @@ func loadAndKill(t *testing.T, data string) []string {
 	}
 	acked := make(chan string, 100000)
 	done := make(chan struct{})
+	var senders sync.WaitGroup
 	for s := range 8 {
+		senders.Add(1)
 		go func() {
+			defer senders.Done()
 			for i := 0; ; i++ {
 				select {
 				case <-done:
@@ -67,12 +72,10 @@ func loadAndKill(t *testing.T, data string) []string {
 			}
 		}()
 	}
-	for len(acked) < 800 {
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitfor.True(t, "800 sends to be acknowledged", func() bool { return len(acked) >= 800 })
 	hub.Kill()
 	close(done)
-	time.Sleep(100 * time.Millisecond) // the senders see the dead hub and stop
+	senders.Wait() // each sees the dead hub (no retries) and stops
 	close(acked)
 	var ids []string
 	for id := range acked {

@@ -91,7 +91,7 @@ func TestMemoryBudgetHolds(t *testing.T) {
 					if code != 0 && retry == "" {
 						t.Errorf("send refused %d without Retry-After", code)
 					}
-					time.Sleep(time.Second)
+					time.Sleep(time.Second) // the scenario: a refused sender backs off before it tries again
 				}
 			}
 		}()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/switchboard-hub/switchboard/internal/proctest"
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
 // ownPostgres starts a PostgreSQL cluster of the test's own (initdb in a
@@ -147,17 +148,12 @@ func TestPostgresOutage(t *testing.T) {
 
 	startPG()
 	// The hub reconnects by itself: wait for a send to go through.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		code, _, body := send("during-atp")
-		if code == 200 {
-			break
+	waitfor.OKWithin(t, 30*time.Second, "a send to go through after PostgreSQL came back", func() error {
+		if code, _, body := send("during-atp"); code != 200 {
+			return fmt.Errorf("the hub answers %d %s", code, body)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("30 s after PostgreSQL came back the hub still answers %d %s", code, body)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	if code, body := get(t, base+"/readyz"); code != 200 {
 		t.Errorf("/readyz after the outage: %d %s", code, body)
 	}

@@ -63,6 +63,9 @@ func unsafeForReal(c string) bool {
 // inside a repository in a fresh one, with bash and git, and checks that
 // it really destroys work, bypasses a hook or leaks an answer file.
 func TestTableForReal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs some 200 bash, git and python commands in copies of a repository: full lane, not with -short")
+	}
 	for _, tool := range []string{"bash", "git", "python3", "perl", "node"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s is needed to run the table for real: %v", tool, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/amp/hook"
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
 // inboxHub is a hub with auth on and the agents "author" (whose inbox the
@@ -193,20 +194,17 @@ func TestInboxStop(t *testing.T) {
 // (its short Stop lease has passed) and checks that it is shown then.
 func waitUnread(t *testing.T, ih *inboxHub, id string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	waitfor.TrueWithin(t, 20*time.Second, id+" to be readable again", func() bool {
 		v := ih.run("user-prompt", map[string]any{"session_id": "s2"}, t.TempDir())
-		if out, ok := v["hookSpecificOutput"].(map[string]any); ok {
-			if text, _ := out["additionalContext"].(string); strings.Contains(text, id) && strings.Contains(text, "answering your message mine") {
-				return
-			}
+		out, ok := v["hookSpecificOutput"].(map[string]any)
+		if !ok {
+			return false
+		}
+		if text, _ := out["additionalContext"].(string); !strings.Contains(text, id) || !strings.Contains(text, "answering your message mine") {
 			t.Fatalf("next turn shows %v, not %s", v, id)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 20 s for %s to be readable again", id)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return true
+	})
 }
 
 // TestInboxInstall: install --inbox writes the three hooks into the

@@ -13,7 +13,9 @@ import (
 // Start starts a hub with opt on a loopback port, with its own data
 // directory, for tests, and returns it with its base URL. Without
 // opt.Dev auth is on, with the admin token "sba_test-admin-token" unless
-// opt sets one. The hub is stopped when the test ends.
+// opt sets one. Without opt.Logger it logs through Logger(t): warnings
+// and errors in the test's output, no request log (LevelEnv raises the
+// level). The hub is stopped when the test ends.
 func Start(t testing.TB, opt hub.Options) (*hub.Hub, string) {
 	t.Helper()
 	h, base, _ := StartStop(t, opt)
@@ -29,6 +31,9 @@ func StartStop(t testing.TB, opt hub.Options) (*hub.Hub, string, func()) {
 		opt.DataDir = t.TempDir()
 	}
 	opt.Addr = "127.0.0.1:0"
+	if opt.Logger == nil {
+		opt.Logger = Logger(t)
+	}
 	if opt.AdminToken == "" && !opt.Dev {
 		opt.AdminToken = "sba_test-admin-token"
 	}

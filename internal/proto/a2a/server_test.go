@@ -18,6 +18,7 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
 	"github.com/switchboard-hub/switchboard/internal/proto/a2a"
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
 const admin = "sba_test-admin-token"
@@ -153,16 +154,10 @@ func pull(t *testing.T, base, token, id string) []map[string]any {
 	return out
 }
 
-// waitFor polls ok until it holds, failing with what after d.
+// waitFor waits until ok holds, failing with what after d.
 func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", d, what)
-		}
-		<-time.After(20 * time.Millisecond)
-	}
+	waitfor.TrueWithin(t, d, what, ok)
 }
 
 // worker is an ATP webhook worker answering every message with reply.

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
 // scriptedInbox hands out the same message until it is acknowledged; its
@@ -66,19 +68,11 @@ func TestChannelDropsDuplicates(t *testing.T) {
 	ready := make(chan struct{})
 	close(ready)
 	go func() { defer close(done); ch.run(ctx, ready) }()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	waitfor.TrueWithin(t, 20*time.Second, "the message to be acknowledged", func() bool {
 		in.mu.Lock()
-		acked := in.acked
-		in.mu.Unlock()
-		if acked {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("waited 20 s for the message to be acknowledged")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		defer in.mu.Unlock()
+		return in.acked
+	})
 	cancel()
 	<-done
 	if len(n.events) != 1 || in.ackCalls != 2 {

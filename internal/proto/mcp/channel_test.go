@@ -18,6 +18,7 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
 	mcpadapter "github.com/switchboard-hub/switchboard/internal/proto/mcp"
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
 // rawHost is an MCP host speaking newline-delimited JSON-RPC on the
@@ -356,17 +357,11 @@ func waitAgent(t *testing.T, h *hub.Hub, id string) {
 	})
 }
 
-// waitFor polls cond until it holds, failing the test after 20 s with
-// what it waited for.
+// waitFor waits until cond holds, failing the test after 20 s with what
+// it waited for.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 20 s for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.TrueWithin(t, 20*time.Second, what, cond)
 }
 
 // TestChannelBridge: the stdio bridge bound to an agent (its token) is a

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/switchboard-hub/switchboard/internal/core"
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
 // TestLaneRestoredAfterRacingDelete: an accept that found its lane there
@@ -63,18 +64,11 @@ func TestLaneRestoredAfterRacingDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The lane comes back and m1 is claimed.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitfor.TrueWithin(t, 30*time.Second, "the lane of m1, accepted while it was deleted, to be restored and m1 claimed", func() bool {
 		cs, err := s.Claim(ctx, base.Add(time.Second), base.Add(time.Minute), "o", 10, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(cs) == 1 && len(cs[0].Messages) == 1 && cs[0].Messages[0].ID == "m1" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the lane of a message accepted while it was deleted was not restored within 30 s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return len(cs) == 1 && len(cs[0].Messages) == 1 && cs[0].Messages[0].ID == "m1"
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 	"github.com/switchboard-hub/switchboard/test/interop/a2a/testagent"
 )
 
@@ -168,26 +170,23 @@ func TestGoSDKAgentBehindHub(t *testing.T) {
 	postJSON(t, base+"/atp/register", map[string]any{"agent_id": "planner"}, nil)
 	postJSON(t, base+"/atp/send", map[string]any{"atp_version": "1.0", "message_id": "atp-to-go", "sender": "planner", "receiver": "goagent",
 		"type": "task.request", "ttl_ms": 30000, "payload": map[string]string{"text": "from atp"}}, &sent)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	waitfor.OKWithin(t, 20*time.Second, "the ATP message to the Go agent to be delivered", func() error {
 		var rc struct {
 			Status string          `json:"status"`
 			Reply  json.RawMessage `json:"receipt"`
 		}
 		resp, err := http.Get(base + "/atp/receipts/atp-to-go")
-		if err == nil {
-			_ = json.NewDecoder(resp.Body).Decode(&rc)
-			resp.Body.Close()
+		if err != nil {
+			return err
 		}
-		if rc.Status == "delivered" {
-			if !strings.Contains(string(rc.Reply), "echo: from atp") {
-				t.Fatalf("receipt reply %s, want the agent's echo", rc.Reply)
-			}
-			return
+		_ = json.NewDecoder(resp.Body).Decode(&rc)
+		resp.Body.Close()
+		if rc.Status != "delivered" {
+			return fmt.Errorf("status %q", rc.Status)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the ATP message to the Go agent is %q after 20s", rc.Status)
+		if !strings.Contains(string(rc.Reply), "echo: from atp") {
+			t.Fatalf("receipt reply %s, want the agent's echo", rc.Reply)
 		}
-		<-time.After(50 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -210,7 +210,15 @@ var actors = map[core.Op]actor{
 		return err
 	},
 	core.OpQueue: func(f *authzFixture, p core.Principal) error {
+		n, derr := f.relay.QueueDepth(f.ctx, p, "alice")
+		switch {
+		case derr == nil && n != 2: // m1 and mi
+			return fmt.Errorf("queue depth %d, want 2", n)
+		}
 		_, err := f.relay.PullAs(f.ctx, p, "alice", 10, time.Minute, false)
+		if answer(err) != answer(derr) {
+			return fmt.Errorf("pull %v and queue depth %v disagree", err, derr)
+		}
 		return err
 	},
 	core.OpListAgents: func(f *authzFixture, p core.Principal) error {

@@ -100,16 +100,3 @@ func PrincipalFrom(ctx context.Context) Principal {
 	p, _ := ctx.Value(principalKey{}).(Principal)
 	return p
 }
-
-// legacyCaller is the principal the relay methods that take no principal
-// act for (adapters not yet converted, which decided on their own who may
-// act as whom): the operator or dev mode when ctx carries one, else the
-// hub's own actor "adapter", so that the rules that depend on the sender
-// (conversation membership, answers) still hold for the sender named.
-func legacyCaller(ctx context.Context) Principal {
-	p := PrincipalFrom(ctx)
-	if p.Admin || p.Dev {
-		return p
-	}
-	return InternalPrincipal("adapter")
-}

@@ -47,15 +47,6 @@ func (r *Relay) RegisterAs(ctx context.Context, p Principal, a *Agent, lease tim
 	return r.register(ctx, a, lease)
 }
 
-// Register registers or refreshes agent a for the hub itself.
-//
-// Deprecated: adapters call RegisterAs with the caller's principal; this
-// is for adapters not yet converted, which decide on their own (with
-// package auth) who may register what.
-func (r *Relay) Register(ctx context.Context, a *Agent, lease time.Duration) (queued int, created bool, err error) {
-	return r.RegisterAs(ctx, legacyCaller(ctx), a, lease)
-}
-
 // register stores a, refreshing a registered agent or starting a new
 // identity.
 func (r *Relay) register(ctx context.Context, a *Agent, lease time.Duration) (queued int, created bool, err error) {
@@ -172,13 +163,6 @@ func (r *Relay) HeartbeatAs(ctx context.Context, p Principal, id string, lease t
 	return r.heartbeat(ctx, id, lease)
 }
 
-// Heartbeat renews an agent's lease and flushes its queue.
-//
-// Deprecated: adapters call HeartbeatAs with the caller's principal.
-func (r *Relay) Heartbeat(ctx context.Context, id string, lease time.Duration) (*Agent, int, error) {
-	return r.heartbeat(ctx, id, lease)
-}
-
 func (r *Relay) heartbeat(ctx context.Context, id string, lease time.Duration) (*Agent, int, error) {
 	a, err := r.store.GetAgent(ctx, id)
 	if err != nil {
@@ -236,11 +220,6 @@ func (r *Relay) DeregisterAs(ctx context.Context, p Principal, id string) error 
 	}
 	return r.deregister(ctx, id)
 }
-
-// Deregister ends agent id's identity, as DeregisterAs does.
-//
-// Deprecated: adapters call DeregisterAs with the caller's principal.
-func (r *Relay) Deregister(ctx context.Context, id string) error { return r.deregister(ctx, id) }
 
 func (r *Relay) deregister(ctx context.Context, id string) error {
 	now := r.clock.Now()

@@ -279,26 +279,6 @@ func (r *Relay) Config() Config { return r.cfg }
 // what they use, in place of the whole store.
 func (r *Relay) Records() RecordStore { return r.store }
 
-// Store returns the relay's store.
-//
-// Deprecated: adapters must not use this: they call the relay's
-// operations with the caller's principal, which decide who may do what.
-// It stays for the adapters not yet converted and the hub's own wiring.
-//
-// Its ListAgents leaves hidden agents (internal ids) out, as the relay's
-// ListAgents does for every caller but the operator: the adapters that
-// still list agents through it list what any agent may see.
-func (r *Relay) Store() Store { return hidingStore{r.store} }
-
-// hidingStore is a Store whose listings leave hidden agents out.
-type hidingStore struct{ Store }
-
-// ListAgents lists the agents f selects but the hidden ones.
-func (s hidingStore) ListAgents(ctx context.Context, f AgentFilter) ([]*Agent, error) {
-	list, err := s.Store.ListAgents(ctx, f)
-	return visible(list), err
-}
-
 // Clock returns the relay's clock.
 func (r *Relay) Clock() Clock { return r.clock }
 

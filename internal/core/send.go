@@ -49,20 +49,10 @@ func (r *Relay) sendAs(ctx context.Context, p Principal, m *Message, claim bool)
 			return SendResult{}, fmt.Errorf("sender %q: %w", m.Sender, err)
 		}
 	}
-	return r.send(ctx, p, m, true, claim)
+	return r.send(ctx, p, m, claim)
 }
 
-// Send accepts message m for the hub's adapters, as SendAs does, without
-// deciding who may send as m.Sender or checking the receiver card's access
-// rules (the adapter did both); the rules that hang on the sender named
-// (answers, conversations, internal receivers) hold.
-//
-// Deprecated: adapters call SendAs with the caller's principal.
-func (r *Relay) Send(ctx context.Context, m *Message) (SendResult, error) {
-	return r.send(ctx, legacyCaller(ctx), m, false, false)
-}
-
-func (r *Relay) send(ctx context.Context, p Principal, m *Message, checkAccess, claim bool) (SendResult, error) {
+func (r *Relay) send(ctx context.Context, p Principal, m *Message, claim bool) (SendResult, error) {
 	if m.ID == "" || len(m.ID) > 200 {
 		return SendResult{}, fmt.Errorf("message_id must be 1..200 characters: %w", ErrInvalid)
 	}
@@ -102,10 +92,8 @@ func (r *Relay) send(ctx context.Context, p Principal, m *Message, checkAccess, 
 			return SendResult{}, err
 		}
 	}
-	if checkAccess {
-		if err := CheckAccess(recv, r.URI(m.Sender), p.Authenticated()); err != nil {
-			return SendResult{}, err
-		}
+	if err := CheckAccess(recv, r.URI(m.Sender), p.Authenticated()); err != nil {
+		return SendResult{}, err
 	}
 	if err := CheckCard(recv, m); err != nil {
 		return SendResult{}, err

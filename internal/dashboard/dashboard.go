@@ -104,7 +104,10 @@ type Options struct {
 // Dashboard serves the web dashboard.
 type Dashboard struct {
 	relay *core.Relay
-	opt   Options
+	// sessions keeps the dashboard's login sessions, in the relay's
+	// record store (so every instance on one store knows them).
+	sessions sessionStore
+	opt      Options
 	// admin binds sessions to the admin token in force: a session made
 	// under another token is not valid.
 	admin string
@@ -114,6 +117,15 @@ type Dashboard struct {
 
 	mu      sync.Mutex
 	history map[string]*sessionHistory
+}
+
+// sessionStore is what the dashboard keeps its sessions in: the part of
+// the relay's record store (core.Relay.Records) it uses.
+type sessionStore interface {
+	PutRecord(ctx context.Context, r core.Record) (core.Record, error)
+	GetRecord(ctx context.Context, kind, id string) (core.Record, error)
+	ListRecords(ctx context.Context, kind, index string, limit int) ([]core.Record, error)
+	DeleteRecord(ctx context.Context, kind, id string) error
 }
 
 // Errors of New, matched with errors.Is.
@@ -142,8 +154,8 @@ func New(relay *core.Relay, opt Options) (*Dashboard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: assets: %w", err)
 	}
-	return &Dashboard{relay: relay, opt: opt, admin: auth.Hash("switchboard dashboard v2\x00" + opt.AdminToken), stats: newStatsRecorder(),
-		amp:     &ampstore.Store{Records: relay.Store(), Clock: relay.Clock()},
+	return &Dashboard{relay: relay, sessions: relay.Records(), opt: opt, admin: auth.Hash("switchboard dashboard v2\x00" + opt.AdminToken), stats: newStatsRecorder(),
+		amp:     &ampstore.Store{Records: relay.Records(), Clock: relay.Clock()},
 		files:   http.StripPrefix(strings.TrimSuffix(Prefix, "/"), http.FileServerFS(sub)),
 		history: map[string]*sessionHistory{}}, nil
 }
@@ -278,7 +290,7 @@ func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request) {
 			httperr.Write(w, http.StatusForbidden, httperr.CodeForbidden, "logout needs the session's "+HeaderCSRF+" header")
 			return
 		}
-		if err := d.relay.Store().DeleteRecord(r.Context(), sessionKind, sessionKey(id)); err != nil && !errors.Is(err, core.ErrNotFound) {
+		if err := d.sessions.DeleteRecord(r.Context(), sessionKind, sessionKey(id)); err != nil && !errors.Is(err, core.ErrNotFound) {
 			httperr.From(w, err)
 			return
 		}
@@ -314,8 +326,7 @@ func (d *Dashboard) startSession(w http.ResponseWriter, r *http.Request) error {
 	now := d.relay.Clock().Now()
 	rec := sessionRecord{ExpiresAt: now.Add(d.opt.SessionTTL), CSRF: randomHex(32), Admin: d.admin}
 	data, _ := json.Marshal(rec)
-	st := d.relay.Store()
-	if _, err := st.PutRecord(r.Context(), core.Record{Kind: sessionKind, ID: sessionKey(id), Data: data, UpdatedAt: now}); err != nil {
+	if _, err := d.sessions.PutRecord(r.Context(), core.Record{Kind: sessionKind, ID: sessionKey(id), Data: data, UpdatedAt: now}); err != nil {
 		return fmt.Errorf("dashboard: store the session: %w", err)
 	}
 	d.purgeSessions(r.Context(), now)
@@ -328,7 +339,7 @@ func (d *Dashboard) startSession(w http.ResponseWriter, r *http.Request) error {
 // purgeSessions deletes some expired sessions (each login cleans up after
 // the ones before it).
 func (d *Dashboard) purgeSessions(ctx context.Context, now time.Time) {
-	st := d.relay.Store()
+	st := d.sessions
 	recs, err := st.ListRecords(ctx, sessionKind, "", 200)
 	if err != nil {
 		return
@@ -347,7 +358,7 @@ func (d *Dashboard) session(r *http.Request) (string, *sessionRecord) {
 	if err != nil || len(c.Value) != 64 {
 		return "", nil
 	}
-	rec, err := d.relay.Store().GetRecord(r.Context(), sessionKind, sessionKey(c.Value))
+	rec, err := d.sessions.GetRecord(r.Context(), sessionKind, sessionKey(c.Value))
 	if err != nil {
 		return "", nil
 	}
@@ -458,8 +469,8 @@ type AgentView struct {
 const maxAgents = 1000
 
 func (d *Dashboard) agents(w http.ResponseWriter, r *http.Request) {
-	st := d.relay.Store()
-	list, err := st.ListAgents(r.Context(), core.AgentFilter{Limit: maxAgents})
+	p := auth.From(r.Context())
+	list, err := d.relay.ListAgents(r.Context(), p, core.AgentFilter{Limit: maxAgents})
 	if err != nil {
 		httperr.From(w, err)
 		return
@@ -475,7 +486,7 @@ func (d *Dashboard) agents(w http.ResponseWriter, r *http.Request) {
 		if a.Alive(now) {
 			v.Status = "alive"
 		}
-		if v.Queued, err = st.QueueDepth(r.Context(), a.ID); err != nil {
+		if v.Queued, err = d.relay.QueueDepth(r.Context(), p, a.ID); err != nil {
 			httperr.From(w, err)
 			return
 		}
@@ -485,7 +496,7 @@ func (d *Dashboard) agents(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *Dashboard) receipt(w http.ResponseWriter, r *http.Request) {
-	rc, err := d.relay.Receipt(r.Context(), r.PathValue("id"))
+	rc, err := d.relay.ReceiptFor(r.Context(), auth.From(r.Context()), r.PathValue("id"))
 	if err != nil {
 		httperr.From(w, err)
 		return

@@ -5,9 +5,11 @@
 //
 // The page is plain HTML, CSS and JavaScript embedded in the binary (no
 // CDN, no build step). Its data comes from /dashboard/api/*, which either
-// forwards to the hub's own operator and MAMP routes (the event stream,
-// dead letters, conversations) or answers read-only from the relay's store
-// (agents, receipts, AMP sessions).
+// forwards to the hub's own operator routes (the event stream, dead
+// letters and their replay) or calls, with the operator's principal, the
+// relay's operations (agents, queues, messages, receipts) and the MAMP
+// adapter's conversation functions (conversations, their parts rendered as
+// MAMP content); AMP sessions come from the relay's record store.
 //
 // Authentication: with auth on, every API call needs the operator. A
 // browser's EventSource cannot send an Authorization header, so the
@@ -40,6 +42,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -50,6 +53,7 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/auth"
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/httperr"
+	"github.com/switchboard-hub/switchboard/internal/proto/mamp"
 )
 
 //go:embed assets
@@ -86,9 +90,11 @@ type Options struct {
 	AdminToken string
 	// Routes serves the hub's own routes (the hub's mux, inside its
 	// authentication middleware); the API forwards to GET /v1/events,
-	// GET /v1/dlq, POST /v1/dlq/{id}/replay and the MAMP conversation
-	// routes as the operator.
+	// GET /v1/dlq and POST /v1/dlq/{id}/replay as the operator.
 	Routes http.Handler
+	// Conversations shows conversations as the MAMP adapter renders them
+	// (its *mamp.Server); the API calls it with the operator's principal.
+	Conversations Conversations
 	// AMPStateDir, when set, is a directory of AMP session files
 	// (amp.FileStore) shown beside the sessions in the hub's store.
 	AMPStateDir string
@@ -128,12 +134,23 @@ type sessionStore interface {
 	DeleteRecord(ctx context.Context, kind, id string) error
 }
 
+// Conversations reads conversations for the dashboard, deciding with the
+// caller's principal (core.Relay.Conversation and Conversations) and
+// rendering their parts as MAMP content, which the page draws.
+// *mamp.Server is one.
+type Conversations interface {
+	Conversation(ctx context.Context, p core.Principal, id string, after int64, limit int) (mamp.ConversationView, error)
+	Conversations(ctx context.Context, p core.Principal, agent string, limit int) ([]mamp.ConversationView, error)
+}
+
 // Errors of New, matched with errors.Is.
 var (
 	// ErrNoToken means auth is on but no admin token was given.
 	ErrNoToken = errors.New("dashboard: auth is on but no admin token is configured")
 	// ErrNoRoutes means Options.Routes is missing.
 	ErrNoRoutes = errors.New("dashboard: Options.Routes is required")
+	// ErrNoConversations means Options.Conversations is missing.
+	ErrNoConversations = errors.New("dashboard: Options.Conversations is required")
 )
 
 // New returns the dashboard of relay.
@@ -143,6 +160,9 @@ func New(relay *core.Relay, opt Options) (*Dashboard, error) {
 	}
 	if opt.Routes == nil {
 		return nil, ErrNoRoutes
+	}
+	if opt.Conversations == nil {
+		return nil, ErrNoConversations
 	}
 	if opt.SessionTTL <= 0 {
 		opt.SessionTTL = DefaultSessionTTL
@@ -177,8 +197,8 @@ func (d *Dashboard) Mount(mux *http.ServeMux) {
 	mux.HandleFunc("GET /dashboard/api/events", d.api(d.forward("/v1/events")))
 	mux.HandleFunc("GET /dashboard/api/dlq", d.api(d.forward("/v1/dlq")))
 	mux.HandleFunc("POST /dashboard/api/dlq/{id}/replay", d.api(d.forwardID("/v1/dlq/", "/replay")))
-	mux.HandleFunc("GET /dashboard/api/conversations", d.api(d.forward("/mamp/v1/conversations")))
-	mux.HandleFunc("GET /dashboard/api/conversations/{id}", d.api(d.forwardID("/mamp/v1/conversations/", "")))
+	mux.HandleFunc("GET /dashboard/api/conversations", d.api(d.conversations))
+	mux.HandleFunc("GET /dashboard/api/conversations/{id}", d.api(d.conversation))
 }
 
 // securityHeaders sets the headers every dashboard response carries.
@@ -448,6 +468,64 @@ func (d *Dashboard) serveAt(w http.ResponseWriter, r *http.Request, path, rawPat
 	r2.RequestURI = r2.URL.RequestURI()
 	r2.Header.Del("Cookie")
 	d.opt.Routes.ServeHTTP(w, r2)
+}
+
+// Bounds of the conversation API.
+const (
+	maxConversations = 1000
+	maxConvMessages  = 1000
+)
+
+// queryInt reads a query value in 1..max, def when absent.
+func queryInt(r *http.Request, name string, def, max int) (int, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 || n > max {
+		return 0, httperr.New(http.StatusBadRequest, httperr.CodeInvalidField, "%s must be 1..%d", name, max)
+	}
+	return n, nil
+}
+
+// conversations serves GET /dashboard/api/conversations (?agent=, ?limit=):
+// the conversations, most recent first, as MAMP lists them.
+func (d *Dashboard) conversations(w http.ResponseWriter, r *http.Request) {
+	limit, err := queryInt(r, "limit", 100, maxConversations)
+	if err != nil {
+		httperr.From(w, err)
+		return
+	}
+	cs, err := d.opt.Conversations.Conversations(r.Context(), auth.From(r.Context()), r.URL.Query().Get("agent"), limit)
+	if err != nil {
+		httperr.From(w, err)
+		return
+	}
+	httperr.JSON(w, http.StatusOK, map[string]any{"conversations": cs})
+}
+
+// conversation serves GET /dashboard/api/conversations/{id} (?after=,
+// ?limit=): the conversation and its messages, as MAMP shows them.
+func (d *Dashboard) conversation(w http.ResponseWriter, r *http.Request) {
+	limit, err := queryInt(r, "limit", 100, maxConvMessages)
+	if err != nil {
+		httperr.From(w, err)
+		return
+	}
+	var after int64
+	if v := r.URL.Query().Get("after"); v != "" {
+		if after, err = strconv.ParseInt(v, 10, 64); err != nil || after < 0 {
+			httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidField, "after must be a message sequence number")
+			return
+		}
+	}
+	c, err := d.opt.Conversations.Conversation(r.Context(), auth.From(r.Context()), r.PathValue("id"), after, limit)
+	if err != nil {
+		httperr.From(w, err)
+		return
+	}
+	httperr.JSON(w, http.StatusOK, c)
 }
 
 // AgentView is one agent in GET /dashboard/api/agents.

@@ -91,3 +91,22 @@ func checkTraceID(v string) error {
 	}
 	return nil
 }
+
+// CredentialAccess decides whether p may rotate or revoke agent id's
+// tokens (OpCredentials): its owner in its current identity, the operator,
+// dev mode, the hub. The agent must be registered (ErrNotFound), which is
+// told only to callers that may manage it. It does nothing else: the
+// credentials live outside the core (package auth).
+func (r *Relay) CredentialAccess(ctx context.Context, p Principal, id string) error {
+	rel, err := r.relationToAgent(ctx, p, id)
+	if err != nil {
+		return err
+	}
+	if err := Authorize(p, OpCredentials, rel); err != nil {
+		return fmt.Errorf("credentials of %q: %w", id, err)
+	}
+	if _, err := r.Agent(ctx, id); err != nil {
+		return fmt.Errorf("agent %q: %w", id, err)
+	}
+	return nil
+}

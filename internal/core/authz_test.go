@@ -30,6 +30,7 @@ var want = map[core.Op][8]string{
 	core.OpAnswer:             {"ok", "-", "-", "403", "ok", "401", "ok", "-"},
 	core.OpReadReceipt:        {"ok", "-", "-", "404", "ok", "401", "ok", "ok"},
 	core.OpQueue:              {"ok", "-", "-", "403", "ok", "401", "ok", "ok"},
+	core.OpCredentials:        {"ok", "-", "-", "403", "ok", "401", "ok", "ok"},
 	core.OpListAgents:         {"ok", "-", "-", "ok", "ok", "401", "ok", "ok"},
 	core.OpListHidden:         {"403", "-", "-", "403", "ok", "401", "ok", "ok"},
 	core.OpReadConversation:   {"-", "ok", "404", "-", "ok", "401", "ok", "-"},
@@ -220,6 +221,9 @@ var actors = map[core.Op]actor{
 			return fmt.Errorf("pull %v and queue depth %v disagree", err, derr)
 		}
 		return err
+	},
+	core.OpCredentials: func(f *authzFixture, p core.Principal) error {
+		return f.relay.CredentialAccess(f.ctx, p, "alice")
 	},
 	core.OpListAgents: func(f *authzFixture, p core.Principal) error {
 		_, err := f.relay.LookupAgent(f.ctx, p, "carol")

@@ -2,6 +2,7 @@ package opsapi
 
 import (
 	"context"
+	"errors"
 	"net/http"
 
 	"github.com/switchboard-hub/switchboard/internal/audit"
@@ -16,9 +17,10 @@ type Credentials interface {
 	Revoke(ctx context.Context, agentID string) error
 }
 
-// Agents looks agents up (the relay).
+// Agents decides who may manage an agent's credentials (the relay's
+// CredentialAccess, core.OpCredentials).
 type Agents interface {
-	Agent(ctx context.Context, id string) (*core.Agent, error)
+	CredentialAccess(ctx context.Context, p core.Principal, id string) error
 }
 
 // Tokens serves the credential routes for operators and agents:
@@ -27,7 +29,9 @@ type Agents interface {
 //	POST   /v1/agents/{id}/token   rotate: revoke every token of the agent, issue one new
 //	DELETE /v1/agents/{id}/token   revoke every token of the agent
 //
-// Rotation and revocation need the admin token or the agent's own.
+// Rotation and revocation are the agent's own (its credential of its
+// current identity) or the operator's: the core's authorization table
+// decides (core.OpCredentials).
 type Tokens struct {
 	agents Agents
 	creds  Credentials
@@ -71,12 +75,10 @@ func (t *Tokens) whoami(w http.ResponseWriter, r *http.Request) {
 // named in the path, and that it exists.
 func (t *Tokens) agentFor(w http.ResponseWriter, r *http.Request, action string) (string, bool) {
 	id := r.PathValue("id")
-	if err := auth.ActAs(r.Context(), id); err != nil {
-		audit.Record(r.Context(), audit.Event{Action: action, Outcome: audit.Refused, Agent: id, Reason: err.Error()})
-		httperr.From(w, err)
-		return "", false
-	}
-	if _, err := t.agents.Agent(r.Context(), id); err != nil {
+	if err := t.agents.CredentialAccess(r.Context(), auth.From(r.Context()), id); err != nil {
+		if !errors.Is(err, core.ErrNotFound) {
+			audit.Record(r.Context(), audit.Event{Action: action, Outcome: audit.Refused, Agent: id, Reason: err.Error()})
+		}
 		httperr.From(w, err)
 		return "", false
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"hash/fnv"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -168,6 +169,22 @@ type Relay struct {
 	count   cachedCount // agents registered, as last counted (plus this instance's new ones since)
 
 	qbytes queueBytes // receivers' queued bytes (budget.go)
+
+	// identityLocks keep a send to an agent and the end of its identity
+	// apart on this instance: a send holds its receiver's lock for reading
+	// from reading the receiver to storing the message, a deregistration
+	// for writing while it ends the identity, so a message is either
+	// ended with the identity or refused for want of a receiver, never
+	// left queued for the id's next registration. (Instances sharing a
+	// store have the scheduler's generation check, attemptLane.)
+	identityLocks [64]sync.RWMutex
+}
+
+// identityLock is agent id's stripe of identityLocks.
+func (r *Relay) identityLock(id string) *sync.RWMutex {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return &r.identityLocks[h.Sum32()%uint32(len(r.identityLocks))]
 }
 
 // cachedCount is a count read from the store at a time (a receiver's

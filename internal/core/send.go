@@ -71,6 +71,9 @@ func (r *Relay) send(ctx context.Context, p Principal, m *Message, claim bool) (
 	if len(m.Parts) > r.cfg.MaxParts {
 		return SendResult{}, fmt.Errorf("%d content parts, at most %d: %w", len(m.Parts), r.cfg.MaxParts, ErrTooLarge)
 	}
+	mu := r.identityLock(m.Receiver)
+	mu.RLock()
+	defer mu.RUnlock()
 	recv, err := r.Agent(ctx, m.Receiver)
 	if errors.Is(err, ErrNotFound) {
 		// A repeated id whose first send was accepted still answers with
@@ -106,6 +109,14 @@ func (r *Relay) send(ctx context.Context, p Principal, m *Message, claim bool) (
 	}
 	if m.TraceParent == "" {
 		m.TraceParent = TraceParentFrom(ctx)
+	}
+	m.ReceiverGeneration = recv.Generation
+	m.SenderGeneration = p.Generation
+	if p.AgentID != m.Sender || p.Generation == "" {
+		m.SenderGeneration = ""
+		if s, err := r.Agent(ctx, m.Sender); err == nil {
+			m.SenderGeneration = s.Generation
+		}
 	}
 	now := r.clock.Now()
 	m.ReceivedAt = now
@@ -284,10 +295,11 @@ func (r *Relay) checkToInternal(ctx context.Context, p Principal, m *Message) er
 
 // relationToMessage is how agent id stands to the message of receipt rc:
 // RelOwner when it is the message's receiver (or, unless onlyReceiver, its
-// sender) in the identity it has now, which began before the message was
-// accepted.
+// sender) in the identity it has now, the generation the message was
+// accepted for (Message.SenderGeneration, ReceiverGeneration).
 func (r *Relay) relationToMessage(ctx context.Context, id string, rc *Receipt, onlyReceiver bool) (Relation, error) {
-	if id == "" || (rc.Receiver != id && (onlyReceiver || rc.Sender != id)) {
+	receiver := rc.Receiver == id
+	if id == "" || (!receiver && (onlyReceiver || rc.Sender != id)) {
 		return RelNone, nil
 	}
 	a, err := r.Agent(ctx, id)
@@ -297,10 +309,41 @@ func (r *Relay) relationToMessage(ctx context.Context, id string, rc *Receipt, o
 		return RelOwner, nil
 	case err != nil:
 		return RelNone, err
-	case rc.CreatedAt.Before(a.RegisteredAt):
+	}
+	m, err := r.store.GetMessage(ctx, rc.MessageID)
+	if errors.Is(err, ErrNotFound) {
+		return RelNone, nil // purged meanwhile
+	}
+	if err != nil {
+		return RelNone, err
+	}
+	if ofIdentity(m, rc, a, receiver) {
+		return RelOwner, nil
+	}
+	if !receiver || onlyReceiver || rc.Sender != id {
 		return RelNone, nil // an earlier identity's message
 	}
-	return RelOwner, nil
+	// Sent to itself: it may stand as the sender instead.
+	if ofIdentity(m, rc, a, false) {
+		return RelOwner, nil
+	}
+	return RelNone, nil
+}
+
+// ofIdentity reports whether message m, of receipt rc, belongs to agent
+// a's identity as its receiver (or else its sender): accepted for a's
+// generation. A message accepted before generations were kept carries
+// none; for it alone the old rule stands, that it was accepted after a
+// registered.
+func ofIdentity(m *Message, rc *Receipt, a *Agent, receiver bool) bool {
+	mg := m.SenderGeneration
+	if receiver {
+		mg = m.ReceiverGeneration
+	}
+	if mg == "" {
+		return !rc.CreatedAt.Before(a.RegisteredAt)
+	}
+	return mg == a.Generation
 }
 
 // checkConversation refuses a message in an existing conversation whose

@@ -3,6 +3,8 @@ package core_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -208,5 +210,51 @@ func TestDeregistrationRacingAccept(t *testing.T) {
 				t.Errorf("the new identity pulls %d messages (%v), want none", len(ms), err)
 			}
 		})
+	}
+}
+
+// TestListAgentsPagesPastHidden: a page of agents for a caller that may
+// not see hidden agents holds as many visible agents as asked for while
+// there are that many, however many hidden ones sort before them.
+func TestListAgentsPagesPastHidden(t *testing.T) {
+	f := newFixture(t, core.Config{}) // registers worker and planner
+	hub := core.InternalPrincipal("test")
+	for i := range 5 {
+		// Internal ids ("_…") sort before lowercase local ids.
+		id := f.relay.InternalID("test", fmt.Sprint("helper", i))
+		if _, _, err := f.relay.RegisterAs(f.ctx, hub, &core.Agent{ID: id, Endpoint: core.Endpoint{Kind: core.EndpointPull}}, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.register(t, "alice", core.EndpointPull)
+	agent := core.AgentPrincipal("alice", "")
+	tests := []struct {
+		limit int
+		want  string
+	}{
+		{1, "alice"},
+		{2, "alice,planner"},
+		{3, "alice,planner,worker"},
+		{10, "alice,planner,worker"},
+		{0, "alice,planner,worker"},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint("limit ", tt.limit), func(t *testing.T) {
+			list, err := f.relay.ListAgents(f.ctx, agent, core.AgentFilter{Limit: tt.limit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, a := range list {
+				ids = append(ids, a.ID)
+			}
+			if got := strings.Join(ids, ","); got != tt.want {
+				t.Errorf("got %s, want %s", got, tt.want)
+			}
+		})
+	}
+	all, err := f.relay.ListAgents(f.ctx, core.AdminPrincipal(), core.AgentFilter{Limit: 3})
+	if err != nil || len(all) != 3 || !core.Hidden(all[0].ID) {
+		t.Errorf("the operator's page of 3: %d agents, first hidden %v (%v); want 3, hidden ones first", len(all), len(all) > 0 && core.Hidden(all[0].ID), err)
 	}
 }

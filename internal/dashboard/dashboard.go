@@ -7,9 +7,10 @@
 // CDN, no build step). Its data comes from /dashboard/api/*, which either
 // forwards to the hub's own operator routes (the event stream, dead
 // letters and their replay) or calls, with the operator's principal, the
-// relay's operations (agents, queues, messages, receipts) and the MAMP
-// adapter's conversation functions (conversations, their parts rendered as
-// MAMP content); AMP sessions come from the relay's record store.
+// relay's operations (agents, queues, messages, receipts) and the
+// conversation functions the hub gives it (the MAMP adapter's: parts
+// rendered as MAMP content); AMP sessions come from the relay's record
+// store.
 //
 // Authentication: with auth on, every API call needs the operator. A
 // browser's EventSource cannot send an Authorization header, so the
@@ -53,7 +54,6 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/auth"
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/httperr"
-	"github.com/switchboard-hub/switchboard/internal/proto/mamp"
 )
 
 //go:embed assets
@@ -92,8 +92,9 @@ type Options struct {
 	// authentication middleware); the API forwards to GET /v1/events,
 	// GET /v1/dlq and POST /v1/dlq/{id}/replay as the operator.
 	Routes http.Handler
-	// Conversations shows conversations as the MAMP adapter renders them
-	// (its *mamp.Server); the API calls it with the operator's principal.
+	// Conversations shows conversations; the hub passes the MAMP
+	// adapter's, which render parts as MAMP content, the page's format.
+	// The API calls them with the operator's principal.
 	Conversations Conversations
 	// AMPStateDir, when set, is a directory of AMP session files
 	// (amp.FileStore) shown beside the sessions in the hub's store.
@@ -134,13 +135,18 @@ type sessionStore interface {
 	DeleteRecord(ctx context.Context, kind, id string) error
 }
 
-// Conversations reads conversations for the dashboard, deciding with the
-// caller's principal (core.Relay.Conversation and Conversations) and
-// rendering their parts as MAMP content, which the page draws.
-// *mamp.Server is one.
-type Conversations interface {
-	Conversation(ctx context.Context, p core.Principal, id string, after int64, limit int) (mamp.ConversationView, error)
-	Conversations(ctx context.Context, p core.Principal, agent string, limit int) ([]mamp.ConversationView, error)
+// Conversations reads conversations for the dashboard as values to
+// render in JSON, deciding with the caller's principal (through
+// core.Relay.Conversation, ConversationMessages and Conversations). The
+// dashboard imports no protocol adapter: the hub wires these to the MAMP
+// adapter's Conversations and Conversation, whose views the page draws.
+type Conversations struct {
+	// List lists up to limit of the conversations agent takes part in
+	// (every conversation when agent is empty), most recent first.
+	List func(ctx context.Context, p core.Principal, agent string, limit int) (any, error)
+	// Get returns conversation id with up to limit of its messages after
+	// sequence number after.
+	Get func(ctx context.Context, p core.Principal, id string, after int64, limit int) (any, error)
 }
 
 // Errors of New, matched with errors.Is.
@@ -150,7 +156,7 @@ var (
 	// ErrNoRoutes means Options.Routes is missing.
 	ErrNoRoutes = errors.New("dashboard: Options.Routes is required")
 	// ErrNoConversations means Options.Conversations is missing.
-	ErrNoConversations = errors.New("dashboard: Options.Conversations is required")
+	ErrNoConversations = errors.New("dashboard: Options.Conversations.List and Get are required")
 )
 
 // New returns the dashboard of relay.
@@ -161,7 +167,7 @@ func New(relay *core.Relay, opt Options) (*Dashboard, error) {
 	if opt.Routes == nil {
 		return nil, ErrNoRoutes
 	}
-	if opt.Conversations == nil {
+	if opt.Conversations.List == nil || opt.Conversations.Get == nil {
 		return nil, ErrNoConversations
 	}
 	if opt.SessionTTL <= 0 {
@@ -497,7 +503,7 @@ func (d *Dashboard) conversations(w http.ResponseWriter, r *http.Request) {
 		httperr.From(w, err)
 		return
 	}
-	cs, err := d.opt.Conversations.Conversations(r.Context(), auth.From(r.Context()), r.URL.Query().Get("agent"), limit)
+	cs, err := d.opt.Conversations.List(r.Context(), auth.From(r.Context()), r.URL.Query().Get("agent"), limit)
 	if err != nil {
 		httperr.From(w, err)
 		return
@@ -520,7 +526,7 @@ func (d *Dashboard) conversation(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	c, err := d.opt.Conversations.Conversation(r.Context(), auth.From(r.Context()), r.PathValue("id"), after, limit)
+	c, err := d.opt.Conversations.Get(r.Context(), auth.From(r.Context()), r.PathValue("id"), after, limit)
 	if err != nil {
 		httperr.From(w, err)
 		return

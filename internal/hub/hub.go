@@ -347,7 +347,14 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	registerBudget(met.Registry(), relay.Config().Memory)
 	h.Mux.Handle("GET /metrics", met.Handler())
 	dash, err := dashboard.New(relay, dashboard.Options{Dev: opt.Dev, AdminToken: h.AdminToken, Routes: h.Mux,
-		Conversations: mampSrv})
+		Conversations: dashboard.Conversations{
+			List: func(ctx context.Context, p core.Principal, agent string, limit int) (any, error) {
+				return mampSrv.Conversations(ctx, p, agent, limit)
+			},
+			Get: func(ctx context.Context, p core.Principal, id string, after int64, limit int) (any, error) {
+				return mampSrv.Conversation(ctx, p, id, after, limit)
+			},
+		}})
 	if err != nil {
 		st.Close()
 		return nil, err

@@ -42,11 +42,25 @@ type Credentials struct {
 	cache *cache.TTL[string, holder] // token hash → its holder; nil: no cache
 }
 
-// holder is who a credential belongs to: an agent, since the credential's
-// issue.
+// holder is who a credential belongs to: an agent's identity generation.
 type holder struct {
-	agent string
-	since time.Time
+	agent      string
+	generation string
+}
+
+// The stored form of a credential's holder is the agent id, then, for
+// credentials issued since generations are kept, a NUL (which no agent id
+// holds) and the generation.
+func encodeHolder(h holder) []byte {
+	if h.generation == "" {
+		return []byte(h.agent)
+	}
+	return []byte(h.agent + "\x00" + h.generation)
+}
+
+func decodeHolder(data []byte) holder {
+	agent, gen, _ := strings.Cut(string(data), "\x00")
+	return holder{agent: agent, generation: gen}
 }
 
 // DefaultCacheTTL is Credentials' default CacheTTL.
@@ -82,12 +96,15 @@ func Hash(token string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Issue makes a new credential for agentID and returns its token. An agent
-// may hold several credentials (rotation); Revoke removes them all.
-func (c *Credentials) Issue(ctx context.Context, agentID string) (string, error) {
+// Issue makes a new credential for the identity generation of agentID
+// (core.Agent.Generation) and returns its token. An agent may hold several
+// credentials (rotation); Revoke removes them all. The relay refuses a
+// credential of another generation than the id's current one (an ended
+// identity's, see core.Principal.Generation).
+func (c *Credentials) Issue(ctx context.Context, agentID, generation string) (string, error) {
 	tok := NewToken()
 	_, err := c.Store.PutRecord(ctx, core.Record{Kind: recordKind, ID: Hash(tok), Index: agentID,
-		Data: []byte(agentID), UpdatedAt: c.Clock.Now()})
+		Data: encodeHolder(holder{agent: agentID, generation: generation}), UpdatedAt: c.Clock.Now()})
 	if err != nil {
 		return "", fmt.Errorf("issue credential: %w", err)
 	}
@@ -100,10 +117,8 @@ func (c *Credentials) Verify(ctx context.Context, token string) (string, error) 
 	return h.agent, err
 }
 
-// verifyHash returns who holds the token whose stored form is hash. The
-// record's time is when the credential was issued: the relay refuses a
-// credential issued before its agent's current registration (an earlier
-// identity's, see core.Principal.Since).
+// verifyHash returns who holds the token whose stored form is hash: an
+// agent's identity generation.
 func (c *Credentials) verifyHash(ctx context.Context, hash string) (holder, error) {
 	read := func() (holder, error) {
 		rec, err := c.Store.GetRecord(ctx, recordKind, hash)
@@ -113,7 +128,7 @@ func (c *Credentials) verifyHash(ctx context.Context, hash string) (holder, erro
 		if err != nil {
 			return holder{}, err
 		}
-		return holder{agent: string(rec.Data), since: rec.UpdatedAt}, nil
+		return decodeHolder(rec.Data), nil
 	}
 	if t := c.tokens(); t != nil {
 		return t.Get(hash, read)
@@ -185,5 +200,5 @@ func (a *Authenticator) Authenticate(r *http.Request) (Principal, error) {
 	if err != nil {
 		return Principal{}, err
 	}
-	return core.AgentPrincipal(holder.agent, holder.since), nil
+	return core.AgentPrincipal(holder.agent, holder.generation), nil
 }

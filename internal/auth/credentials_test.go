@@ -55,7 +55,7 @@ func TestVerifyCachesTokens(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			st := openStore(t)
 			c := &Credentials{Store: st, Clock: core.SystemClock{}, CacheTTL: tt.ttl}
-			tok, err := c.Issue(ctx, "worker")
+			tok, err := c.Issue(ctx, "worker", "g1")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,11 +93,11 @@ func testRevokeEndsCachedTokens(t *testing.T) {
 	st := openStore(t)
 	a := &Credentials{Store: st, Clock: core.SystemClock{}}
 	b := &Credentials{Store: st, Clock: core.SystemClock{}, CacheTTL: 200 * time.Millisecond}
-	tok, err := a.Issue(ctx, "worker")
+	tok, err := a.Issue(ctx, "worker", "g1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := a.Issue(ctx, "planner")
+	other, err := a.Issue(ctx, "planner", "g1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestRevokeDuringVerify(t *testing.T) {
 	ctx := context.Background()
 	st := openStore(t)
 	c := &Credentials{Store: st, Clock: core.SystemClock{}}
-	tok, err := c.Issue(ctx, "worker")
+	tok, err := c.Issue(ctx, "worker", "g1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,3 +91,24 @@ func checkTraceID(v string) error {
 	}
 	return nil
 }
+
+// CredentialAccess decides whether p may rotate or revoke agent id's
+// tokens (OpCredentials): its owner in its current identity, the operator,
+// dev mode, the hub. The agent must be registered (ErrNotFound), which is
+// told only to callers that may manage it. It returns the agent's identity
+// generation, which a new credential is bound to, and does nothing else:
+// the credentials live outside the core (package auth).
+func (r *Relay) CredentialAccess(ctx context.Context, p Principal, id string) (generation string, err error) {
+	rel, err := r.relationToAgent(ctx, p, id)
+	if err != nil {
+		return "", err
+	}
+	if err := Authorize(p, OpCredentials, rel); err != nil {
+		return "", fmt.Errorf("credentials of %q: %w", id, err)
+	}
+	a, err := r.store.GetAgent(ctx, id)
+	if err != nil {
+		return "", fmt.Errorf("agent %q: %w", id, err)
+	}
+	return a.Generation, nil
+}

@@ -6,19 +6,35 @@ import (
 	"fmt"
 )
 
-// ListAgents lists the agents f selects to p (any credential): hidden
-// agents (internal ids) only to the operator, dev mode and the hub. With
-// f.Limit, fewer than f.Limit may come back when hidden ones were left
-// out.
+// ListAgents lists the agents f selects to p (any credential), in id
+// order: hidden agents (internal ids) only to the operator, dev mode and
+// the hub. With f.Limit, it returns f.Limit agents whenever that many are
+// visible to p: the hidden ones it leaves out do not take room.
 func (r *Relay) ListAgents(ctx context.Context, p Principal, f AgentFilter) ([]*Agent, error) {
 	if err := Authorize(p, OpListAgents, RelNone); err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
-	list, err := r.store.ListAgents(ctx, f)
-	if err != nil || Authorize(p, OpListHidden, RelNone) == nil {
-		return list, err
+	if Authorize(p, OpListHidden, RelNone) == nil {
+		return r.store.ListAgents(ctx, f)
 	}
-	return visible(list), nil
+	want := f.Limit
+	for {
+		list, err := r.store.ListAgents(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		vis := visible(list)
+		if want <= 0 || len(vis) >= want || len(list) < f.Limit {
+			if want > 0 && len(vis) > want {
+				vis = vis[:want]
+			}
+			return vis, nil
+		}
+		// Hidden agents took room in the page: read a longer one (the
+		// store pages by limit only, so the reads together cost at most
+		// twice the last).
+		f.Limit *= 2
+	}
 }
 
 // visible leaves the hidden agents out of list.

@@ -130,7 +130,7 @@ func TestSendAwaitsFirstAttempt(t *testing.T) {
 	}{
 		{"pull receiver", func(t *testing.T, f *fixture) *core.Message { return task("to-pull", "planner") }},
 		{"lease lapsed", func(t *testing.T, f *fixture) *core.Message {
-			if _, _, err := f.relay.Register(f.ctx, &core.Agent{ID: "sleeper", Endpoint: core.Endpoint{Kind: kindTest, URL: "http://x"}}, time.Second); err != nil {
+			if _, _, err := f.relay.RegisterAs(f.ctx, testHub, &core.Agent{ID: "sleeper", Endpoint: core.Endpoint{Kind: kindTest, URL: "http://x"}}, time.Second); err != nil {
 				t.Fatal(err)
 			}
 			f.clock.Advance(2 * time.Second)

@@ -22,6 +22,7 @@ const (
 	OpAnswer                           // send with correlation_id = M
 	OpReadReceipt                      // read M's receipt, wait for it or its results
 	OpQueue                            // pull, acknowledge or stream the agent's queue
+	OpCredentials                      // rotate or revoke the agent's tokens
 	OpListAgents                       // list and look up agents (hidden ones left out)
 	OpListHidden                       // see hidden (internal) agents in listings
 	OpReadConversation                 // join, read, history, subscribe
@@ -43,6 +44,7 @@ var opNames = map[Op]string{
 	OpAnswer:             "answer M (correlation_id = M)",
 	OpReadReceipt:        "read M, its receipt or results",
 	OpQueue:              "pull, ack, stream the agent's queue",
+	OpCredentials:        "rotate, revoke the agent's tokens",
 	OpListAgents:         "list, look up agents",
 	OpListHidden:         "see hidden agents",
 	OpReadConversation:   "join, read, subscribe to a conversation",
@@ -124,6 +126,7 @@ var table = map[Op][8]verdict{
 	OpAnswer:             {yes, na, na, forbid, yes, unauth, yes, forbid},
 	OpReadReceipt:        {yes, na, na, hide, yes, unauth, yes, yes},
 	OpQueue:              {yes, na, na, forbid, yes, unauth, yes, yes},
+	OpCredentials:        {yes, na, na, forbid, yes, unauth, yes, yes},
 	OpListAgents:         {yes, na, na, yes, yes, unauth, yes, yes},
 	OpListHidden:         {forbid, na, na, forbid, yes, unauth, yes, yes},
 	OpReadConversation:   {na, yes, hide, na, yes, unauth, yes, hide},

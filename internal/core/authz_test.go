@@ -30,6 +30,7 @@ var want = map[core.Op][8]string{
 	core.OpAnswer:             {"ok", "-", "-", "403", "ok", "401", "ok", "-"},
 	core.OpReadReceipt:        {"ok", "-", "-", "404", "ok", "401", "ok", "ok"},
 	core.OpQueue:              {"ok", "-", "-", "403", "ok", "401", "ok", "ok"},
+	core.OpCredentials:        {"ok", "-", "-", "403", "ok", "401", "ok", "ok"},
 	core.OpListAgents:         {"ok", "-", "-", "ok", "ok", "401", "ok", "ok"},
 	core.OpListHidden:         {"403", "-", "-", "403", "ok", "401", "ok", "ok"},
 	core.OpReadConversation:   {"-", "ok", "404", "-", "ok", "401", "ok", "-"},
@@ -60,9 +61,9 @@ func answer(err error) string {
 func principalOf(c core.Class) core.Principal {
 	switch c {
 	case core.ClassOwner, core.ClassMember:
-		return core.AgentPrincipal("alice", time.Time{})
+		return core.AgentPrincipal("alice", "")
 	case core.ClassNonMember, core.ClassOther:
-		return core.AgentPrincipal("bob", time.Time{})
+		return core.AgentPrincipal("bob", "")
 	case core.ClassAdmin:
 		return core.AdminPrincipal()
 	case core.ClassDev:
@@ -210,7 +211,19 @@ var actors = map[core.Op]actor{
 		return err
 	},
 	core.OpQueue: func(f *authzFixture, p core.Principal) error {
+		n, derr := f.relay.QueueDepth(f.ctx, p, "alice")
+		switch {
+		case derr == nil && n != 2: // m1 and mi
+			return fmt.Errorf("queue depth %d, want 2", n)
+		}
 		_, err := f.relay.PullAs(f.ctx, p, "alice", 10, time.Minute, false)
+		if answer(err) != answer(derr) {
+			return fmt.Errorf("pull %v and queue depth %v disagree", err, derr)
+		}
+		return err
+	},
+	core.OpCredentials: func(f *authzFixture, p core.Principal) error {
+		_, err := f.relay.CredentialAccess(f.ctx, p, "alice")
 		return err
 	},
 	core.OpListAgents: func(f *authzFixture, p core.Principal) error {

@@ -117,7 +117,7 @@ func TestQueueBytesQuota(t *testing.T) {
 	f := newFixture(t, core.Config{MaxQueueBytes: 10000})
 	f.register(t, "puller", core.EndpointPull)
 	send := func(id, to string, size int) error {
-		_, err := f.relay.Send(f.ctx, &core.Message{ID: id, Sender: "planner", Receiver: to, Type: "t", TTL: time.Hour,
+		_, err := f.relay.SendAs(f.ctx, testHub, &core.Message{ID: id, Sender: "planner", Receiver: to, Type: "t", TTL: time.Hour,
 			Parts: []core.Part{{Kind: core.PartText, Text: strings.Repeat("x", size)}}})
 		return err
 	}

@@ -87,6 +87,14 @@ func (m *Message) AppendJSON(dst []byte) ([]byte, error) {
 		b = append(b, `,"attempts":`...)
 		b = strconv.AppendInt(b, int64(m.Attempts), 10)
 	}
+	if m.SenderGeneration != "" {
+		b = append(b, `,"sender_generation":`...)
+		b = appendString(b, m.SenderGeneration)
+	}
+	if m.ReceiverGeneration != "" {
+		b = append(b, `,"receiver_generation":`...)
+		b = appendString(b, m.ReceiverGeneration)
+	}
 	return append(b, '}'), nil
 }
 

@@ -92,7 +92,7 @@ func TestMessageAppendJSON(t *testing.T) {
 		Metadata: map[string]any{"trace_id": "t", "n": 3.5, "nested": map[string]any{"k": "<v>"}},
 		Protocol: "atp", TTL: 90 * time.Second,
 		SentAt: at.Add(-time.Second), ReceivedAt: at, ExpiresAt: at.Add(90 * time.Second),
-		TraceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", Seq: 42, Attempts: 3,
+		TraceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", Seq: 42, Attempts: 3, SenderGeneration: "g-s", ReceiverGeneration: "g-r",
 	}
 	zone := time.FixedZone("x", -(3*3600 + 30*60))
 	cases := []struct {

@@ -22,8 +22,8 @@ func TestAnswerToHelper(t *testing.T) {
 	if _, err := f.relay.SendAs(f.ctx, hub, &core.Message{ID: "m", Sender: helper, Receiver: "planner", Parts: []core.Part{{Kind: core.PartText, Text: "q"}}}); err != nil {
 		t.Fatal(err)
 	}
-	planner := core.AgentPrincipal("planner", time.Time{})
-	carol := core.AgentPrincipal("carol", time.Time{})
+	planner := core.AgentPrincipal("planner", "")
+	carol := core.AgentPrincipal("carol", "")
 	text := []core.Part{{Kind: core.PartText, Text: "a"}}
 	for _, c := range []struct {
 		name string

@@ -1,9 +1,6 @@
 package core
 
-import (
-	"context"
-	"time"
-)
+import "context"
 
 // Principal is who an operation acts for. Adapters authenticate a request
 // into a Principal (package auth does it for HTTP) and pass it to every
@@ -13,13 +10,14 @@ import (
 type Principal struct {
 	// AgentID is the agent whose credential the caller holds.
 	AgentID string
-	// Since is when that credential was issued. An identity's credentials
-	// are issued at or after its registration, so one issued before the
-	// id's current registration belongs to an ended identity (the id was
-	// deregistered and registered again) and is refused. Zero: not known
-	// (a credential from before generations were kept); it is then trusted
-	// while it exists, as revocation at deregistration removes it.
-	Since time.Time
+	// Generation is the identity generation of AgentID the credential was
+	// issued to (Agent.Generation). Deregistering an id ends its
+	// generation and registering it again starts another, so a credential
+	// of another generation belongs to an ended identity and is refused.
+	// Empty: not known (a credential from before generations were kept);
+	// it is then trusted while it exists, as revocation at deregistration
+	// removes it.
+	Generation string
 	// Admin is the operator (the admin token).
 	Admin bool
 	// Dev is every caller of a hub with auth off (--dev on loopback): it
@@ -34,10 +32,10 @@ type Principal struct {
 // Anonymous is the principal of a caller that proved no identity.
 func Anonymous() Principal { return Principal{} }
 
-// AgentPrincipal is the principal of a caller holding agentID's credential
-// issued at since (zero if not known).
-func AgentPrincipal(agentID string, since time.Time) Principal {
-	return Principal{AgentID: agentID, Since: since}
+// AgentPrincipal is the principal of a caller holding a credential of
+// agentID's identity generation ("" if not known).
+func AgentPrincipal(agentID, generation string) Principal {
+	return Principal{AgentID: agentID, Generation: generation}
 }
 
 // AdminPrincipal is the operator's principal.
@@ -99,17 +97,4 @@ func WithPrincipal(ctx context.Context, p Principal) context.Context {
 func PrincipalFrom(ctx context.Context) Principal {
 	p, _ := ctx.Value(principalKey{}).(Principal)
 	return p
-}
-
-// legacyCaller is the principal the relay methods that take no principal
-// act for (adapters not yet converted, which decided on their own who may
-// act as whom): the operator or dev mode when ctx carries one, else the
-// hub's own actor "adapter", so that the rules that depend on the sender
-// (conversation membership, answers) still hold for the sender named.
-func legacyCaller(ctx context.Context) Principal {
-	p := PrincipalFrom(ctx)
-	if p.Admin || p.Dev {
-		return p
-	}
-	return InternalPrincipal("adapter")
 }

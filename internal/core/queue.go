@@ -83,3 +83,18 @@ func (r *Relay) AckAs(ctx context.Context, p Principal, id string, ids []string)
 	}
 	return r.Ack(ctx, id, ids)
 }
+
+// QueueDepth counts the messages queued for agent id, for p, who may see
+// the queue as it may take it (OpQueue): its owner in its current
+// identity, the operator, dev mode, the hub. The dashboard and the metrics
+// read it as the operator and as the hub.
+func (r *Relay) QueueDepth(ctx context.Context, p Principal, id string) (int, error) {
+	rel, err := r.relationToAgent(ctx, p, id)
+	if err != nil {
+		return 0, err
+	}
+	if err := Authorize(p, OpQueue, rel); err != nil {
+		return 0, fmt.Errorf("queue of %q: %w", id, err)
+	}
+	return r.store.QueueDepth(ctx, id)
+}

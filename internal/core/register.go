@@ -2,6 +2,8 @@ package core
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -33,7 +35,7 @@ func (r *Relay) RegisterAs(ctx context.Context, p Principal, a *Agent, lease tim
 	}
 	rel := RelNone
 	if p.AgentID == a.ID {
-		if old != nil && p.Since.After(time.Time{}) && p.Since.Before(old.RegisteredAt) {
+		if old != nil && p.Generation != "" && p.Generation != old.Generation {
 			return 0, false, fmt.Errorf("agent %q: %w", a.ID, ErrIdentityEnded)
 		}
 		rel = RelOwner
@@ -44,16 +46,22 @@ func (r *Relay) RegisterAs(ctx context.Context, p Principal, a *Agent, lease tim
 		}
 		return 0, false, fmt.Errorf("register %q: %w", a.ID, err)
 	}
+	// A registered id keeps its identity; a free one starts a new one.
+	if old != nil {
+		a.Generation = old.Generation
+	} else {
+		a.Generation = newGeneration()
+	}
 	return r.register(ctx, a, lease)
 }
 
-// Register registers or refreshes agent a for the hub itself.
-//
-// Deprecated: adapters call RegisterAs with the caller's principal; this
-// is for adapters not yet converted, which decide on their own (with
-// package auth) who may register what.
-func (r *Relay) Register(ctx context.Context, a *Agent, lease time.Duration) (queued int, created bool, err error) {
-	return r.RegisterAs(ctx, legacyCaller(ctx), a, lease)
+// newGeneration returns a fresh identity generation: 128 random bits, so
+// that no two identities of an id share one, whichever instance made them
+// and whatever its clock says.
+func newGeneration() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // register stores a, refreshing a registered agent or starting a new
@@ -172,13 +180,6 @@ func (r *Relay) HeartbeatAs(ctx context.Context, p Principal, id string, lease t
 	return r.heartbeat(ctx, id, lease)
 }
 
-// Heartbeat renews an agent's lease and flushes its queue.
-//
-// Deprecated: adapters call HeartbeatAs with the caller's principal.
-func (r *Relay) Heartbeat(ctx context.Context, id string, lease time.Duration) (*Agent, int, error) {
-	return r.heartbeat(ctx, id, lease)
-}
-
 func (r *Relay) heartbeat(ctx context.Context, id string, lease time.Duration) (*Agent, int, error) {
 	a, err := r.store.GetAgent(ctx, id)
 	if err != nil {
@@ -211,6 +212,10 @@ func (r *Relay) heartbeat(ctx context.Context, id string, lease time.Duration) (
 // the same id.
 const DetailDeregistered = "receiver deregistered before delivery"
 
+// CodeDeregistered is the code of a message ended by its receiver's
+// deregistration (HTTP 410 Gone).
+const CodeDeregistered = 410
+
 // CredentialRevoker removes every credential of an agent; the relay calls
 // it when an identity ends (package auth's Credentials is one).
 type CredentialRevoker interface {
@@ -237,23 +242,25 @@ func (r *Relay) DeregisterAs(ctx context.Context, p Principal, id string) error 
 	return r.deregister(ctx, id)
 }
 
-// Deregister ends agent id's identity, as DeregisterAs does.
-//
-// Deprecated: adapters call DeregisterAs with the caller's principal.
-func (r *Relay) Deregister(ctx context.Context, id string) error { return r.deregister(ctx, id) }
-
 func (r *Relay) deregister(ctx context.Context, id string) error {
+	// No send to id is between reading its receiver and storing the
+	// message while the identity ends (identityLocks).
+	mu := r.identityLock(id)
+	mu.Lock()
 	now := r.clock.Now()
 	ended, err := r.store.EndIdentity(ctx, id, now, DetailDeregistered)
+	if err == nil {
+		r.forgetIdentity(id)
+	}
+	mu.Unlock()
 	if err != nil {
 		return err
 	}
-	r.forgetIdentity(id)
 	if r.revoker != nil {
 		// The id is free again: its old credentials must not act for the
 		// next identity. (The agent is gone already; a failure here is
 		// the answer, and the credentials are refused anyway once
-		// another identity registers, see Principal.Since.)
+		// another identity registers, see Principal.Generation.)
 		if err := r.revoker.Revoke(ctx, id); err != nil {
 			return fmt.Errorf("revoke the credentials of %q: %w", id, err)
 		}
@@ -268,14 +275,14 @@ func (r *Relay) deregister(ctx context.Context, id string) error {
 }
 
 // relationToAgent is how p stands to agent id: RelOwner when p holds the
-// credential of id's current identity. A credential of id issued before
-// the current registration, or for an id no longer registered, belongs to
-// an ended identity: ErrIdentityEnded.
+// credential of id's current identity. A credential of another generation
+// of id, or for an id no longer registered, belongs to an ended identity:
+// ErrIdentityEnded.
 func (r *Relay) relationToAgent(ctx context.Context, p Principal, id string) (Relation, error) {
 	if p.AgentID == "" || p.AgentID != id {
 		return RelNone, nil
 	}
-	if p.Since.IsZero() {
+	if p.Generation == "" {
 		return RelOwner, nil
 	}
 	a, err := r.Agent(ctx, id)
@@ -284,7 +291,7 @@ func (r *Relay) relationToAgent(ctx context.Context, p Principal, id string) (Re
 		return RelNone, fmt.Errorf("agent %q is not registered: %w", id, ErrIdentityEnded)
 	case err != nil:
 		return RelNone, err
-	case p.Since.Before(a.RegisteredAt):
+	case p.Generation != a.Generation:
 		return RelNone, fmt.Errorf("agent %q was registered again since the credential was issued: %w", id, ErrIdentityEnded)
 	}
 	return RelOwner, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"hash/fnv"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -168,6 +169,22 @@ type Relay struct {
 	count   cachedCount // agents registered, as last counted (plus this instance's new ones since)
 
 	qbytes queueBytes // receivers' queued bytes (budget.go)
+
+	// identityLocks keep a send to an agent and the end of its identity
+	// apart on this instance: a send holds its receiver's lock for reading
+	// from reading the receiver to storing the message, a deregistration
+	// for writing while it ends the identity, so a message is either
+	// ended with the identity or refused for want of a receiver, never
+	// left queued for the id's next registration. (Instances sharing a
+	// store have the scheduler's generation check, attemptLane.)
+	identityLocks [64]sync.RWMutex
+}
+
+// identityLock is agent id's stripe of identityLocks.
+func (r *Relay) identityLock(id string) *sync.RWMutex {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return &r.identityLocks[h.Sum32()%uint32(len(r.identityLocks))]
 }
 
 // cachedCount is a count read from the store at a time (a receiver's
@@ -278,26 +295,6 @@ func (r *Relay) Config() Config { return r.cfg }
 // sessions): adapters take it through a narrow interface they define for
 // what they use, in place of the whole store.
 func (r *Relay) Records() RecordStore { return r.store }
-
-// Store returns the relay's store.
-//
-// Deprecated: adapters must not use this: they call the relay's
-// operations with the caller's principal, which decide who may do what.
-// It stays for the adapters not yet converted and the hub's own wiring.
-//
-// Its ListAgents leaves hidden agents (internal ids) out, as the relay's
-// ListAgents does for every caller but the operator: the adapters that
-// still list agents through it list what any agent may see.
-func (r *Relay) Store() Store { return hidingStore{r.store} }
-
-// hidingStore is a Store whose listings leave hidden agents out.
-type hidingStore struct{ Store }
-
-// ListAgents lists the agents f selects but the hidden ones.
-func (s hidingStore) ListAgents(ctx context.Context, f AgentFilter) ([]*Agent, error) {
-	list, err := s.Store.ListAgents(ctx, f)
-	return visible(list), err
-}
 
 // Clock returns the relay's clock.
 func (r *Relay) Clock() Clock { return r.clock }

@@ -90,14 +90,14 @@ func (f *fixture) waitResult(t *testing.T, id string, d time.Duration) <-chan *c
 
 func (f *fixture) register(t *testing.T, id string, kind core.EndpointKind) {
 	t.Helper()
-	if _, _, err := f.relay.Register(f.ctx, &core.Agent{ID: id, Endpoint: core.Endpoint{Kind: kind, URL: "http://x"}}, time.Minute); err != nil {
+	if _, _, err := f.relay.RegisterAs(f.ctx, testHub, &core.Agent{ID: id, Endpoint: core.Endpoint{Kind: kind, URL: "http://x"}}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func (f *fixture) send(t *testing.T, id string, ttl time.Duration) core.SendResult {
 	t.Helper()
-	res, err := f.relay.Send(f.ctx, &core.Message{ID: id, Sender: "planner", Receiver: "worker", Type: "task.request",
+	res, err := f.relay.SendAs(f.ctx, testHub, &core.Message{ID: id, Sender: "planner", Receiver: "worker", Type: "task.request",
 		TTL: ttl, Parts: []core.Part{{Kind: core.PartText, Text: "hi " + id}}})
 	if err != nil {
 		t.Fatalf("send %s: %v", id, err)
@@ -153,7 +153,7 @@ func TestSendValidation(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			m := c.m
-			if _, err := f.relay.Send(f.ctx, &m); !errors.Is(err, c.want) {
+			if _, err := f.relay.SendAs(f.ctx, testHub, &m); !errors.Is(err, c.want) {
 				t.Fatalf("got %v, want %v", err, c.want)
 			}
 			if m.ID != "" {
@@ -192,7 +192,7 @@ func TestDuplicateRoutesOnce(t *testing.T) {
 		t.Fatalf("repeat after delivery: %+v", res)
 	}
 	// Another sender reusing the id is refused.
-	_, err := f.relay.Send(f.ctx, &core.Message{ID: "same", Sender: "worker", Receiver: "worker"})
+	_, err := f.relay.SendAs(f.ctx, testHub, &core.Message{ID: "same", Sender: "worker", Receiver: "worker"})
 	if !errors.Is(err, core.ErrIDConflict) {
 		t.Fatalf("foreign reuse: %v", err)
 	}
@@ -208,7 +208,7 @@ func TestIDReusedForOtherContent(t *testing.T) {
 		}
 		return m
 	}
-	if res, err := f.relay.Send(f.ctx, msg(nil)); err != nil || res.Duplicate {
+	if res, err := f.relay.SendAs(f.ctx, testHub, msg(nil)); err != nil || res.Duplicate {
 		t.Fatalf("first send: %+v %v", res, err)
 	}
 	cases := []struct {
@@ -226,7 +226,7 @@ func TestIDReusedForOtherContent(t *testing.T) {
 	run := func(t *testing.T) {
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
-				res, err := f.relay.Send(f.ctx, msg(c.edit))
+				res, err := f.relay.SendAs(f.ctx, testHub, msg(c.edit))
 				switch {
 				case c.conflict && !errors.Is(err, core.ErrIDConflict):
 					t.Fatalf("got %+v, %v; want ErrIDConflict", res, err)
@@ -243,7 +243,7 @@ func TestIDReusedForOtherContent(t *testing.T) {
 	}
 	// The receiver has gone: a retry still gets the first outcome, other
 	// content is still refused.
-	if err := f.relay.Deregister(f.ctx, "worker"); err != nil {
+	if err := f.relay.DeregisterAs(f.ctx, testHub, "worker"); err != nil {
 		t.Fatal(err)
 	}
 	t.Run("receiver deregistered", run)
@@ -256,7 +256,7 @@ func TestExpiredOnArrival(t *testing.T) {
 	f := newFixture(t, core.Config{Skew: time.Second})
 	m := &core.Message{ID: "old", Sender: "planner", Receiver: "worker", TTL: 5 * time.Second,
 		SentAt: f.clock.Now().Add(-10 * time.Second)}
-	res, err := f.relay.Send(f.ctx, m)
+	res, err := f.relay.SendAs(f.ctx, testHub, m)
 	if err != nil || res.Receipt.Status != core.StatusExpired {
 		t.Fatalf("send: %+v %v", res, err)
 	}
@@ -267,7 +267,7 @@ func TestExpiredOnArrival(t *testing.T) {
 	// A sender clock slightly behind is tolerated: TTL counts from arrival.
 	m2 := &core.Message{ID: "skewed", Sender: "planner", Receiver: "worker", TTL: 5 * time.Second,
 		SentAt: f.clock.Now().Add(-5500 * time.Millisecond)}
-	if res, _ := f.relay.Send(f.ctx, m2); res.Receipt.Status != core.StatusQueued {
+	if res, _ := f.relay.SendAs(f.ctx, testHub, m2); res.Receipt.Status != core.StatusQueued {
 		t.Fatalf("skewed: %+v", res.Receipt)
 	}
 	if !m2.ExpiresAt.Equal(f.clock.Now().Add(5 * time.Second)) {
@@ -428,7 +428,7 @@ func TestOfflineReceiverParksUntilHeartbeat(t *testing.T) {
 	if rc := f.status(t, "m"); rc.Status != core.StatusQueued || rc.Attempts != 0 {
 		t.Fatalf("parked message: %+v", rc)
 	}
-	_, queued, err := f.relay.Heartbeat(f.ctx, "worker", time.Minute)
+	_, queued, err := f.relay.HeartbeatAs(f.ctx, testHub, "worker", time.Minute)
 	if err != nil || queued != 1 {
 		t.Fatalf("heartbeat: queued %d, %v", queued, err)
 	}
@@ -447,7 +447,7 @@ func TestReRegisterFlushesQueue(t *testing.T) {
 	if len(f.d.delivered()) != 0 {
 		t.Fatal("pushed to a pull agent")
 	}
-	queued, _, err := f.relay.Register(f.ctx, &core.Agent{ID: "worker", Endpoint: core.Endpoint{Kind: kindTest, URL: "http://x"}}, time.Minute)
+	queued, _, err := f.relay.RegisterAs(f.ctx, testHub, &core.Agent{ID: "worker", Endpoint: core.Endpoint{Kind: kindTest, URL: "http://x"}}, time.Minute)
 	if err != nil || queued != 2 {
 		t.Fatalf("register: queued %d, %v", queued, err)
 	}
@@ -602,7 +602,7 @@ func TestResultsAreSeparateMessages(t *testing.T) {
 	f.send(t, "task", time.Minute)
 	f.tick(t)
 	got := f.waitResult(t, "task", 5*time.Second)
-	if _, err := f.relay.Send(f.ctx, &core.Message{ID: "result", Sender: "worker", Receiver: "planner", Type: "task.result",
+	if _, err := f.relay.SendAs(f.ctx, testHub, &core.Message{ID: "result", Sender: "worker", Receiver: "planner", Type: "task.result",
 		CorrelationID: "task", Parts: []core.Part{{Kind: core.PartText, Text: "done"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -620,7 +620,7 @@ func TestQueueFull(t *testing.T) {
 	f.register(t, "worker", core.EndpointPull)
 	f.send(t, "a", time.Hour)
 	f.send(t, "b", time.Hour)
-	_, err := f.relay.Send(f.ctx, &core.Message{ID: "c", Sender: "planner", Receiver: "worker"})
+	_, err := f.relay.SendAs(f.ctx, testHub, &core.Message{ID: "c", Sender: "planner", Receiver: "worker"})
 	if !errors.Is(err, core.ErrQueueFull) {
 		t.Fatalf("third send: %v", err)
 	}
@@ -635,7 +635,7 @@ func TestQueueFull(t *testing.T) {
 func TestAgentLimit(t *testing.T) {
 	f := newFixture(t, core.Config{MaxAgents: 4}) // worker and planner are two
 	reg := func(id string) error {
-		_, _, err := f.relay.Register(f.ctx, &core.Agent{ID: id, Endpoint: core.Endpoint{Kind: core.EndpointPull}}, time.Minute)
+		_, _, err := f.relay.RegisterAs(f.ctx, testHub, &core.Agent{ID: id, Endpoint: core.Endpoint{Kind: core.EndpointPull}}, time.Minute)
 		return err
 	}
 	for _, step := range []struct {
@@ -656,7 +656,7 @@ func TestAgentLimit(t *testing.T) {
 	if _, err := f.store.GetAgent(f.ctx, "fifth"); !errors.Is(err, core.ErrNotFound) {
 		t.Fatalf("a refused agent was stored: %v", err)
 	}
-	if err := f.relay.Deregister(f.ctx, "fourth"); err != nil {
+	if err := f.relay.DeregisterAs(f.ctx, testHub, "fourth"); err != nil {
 		t.Fatal(err)
 	}
 	if err := reg("fifth"); err != nil {
@@ -671,7 +671,7 @@ func TestCardRules(t *testing.T) {
 	f := newFixture(t, core.Config{})
 	recv := &core.Agent{ID: "picky", Endpoint: core.Endpoint{Kind: core.EndpointPull},
 		Card: core.Card{ContentTypes: []string{"text"}, MaxMessageSize: 10}}
-	if _, _, err := f.relay.Register(f.ctx, recv, time.Minute); err != nil {
+	if _, _, err := f.relay.RegisterAs(f.ctx, testHub, recv, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {
@@ -684,7 +684,7 @@ func TestCardRules(t *testing.T) {
 		{"too large", []core.Part{{Kind: core.PartText, Text: "far too long for it"}}, core.ErrTooLarge},
 	}
 	for i, c := range cases {
-		_, err := f.relay.Send(f.ctx, &core.Message{ID: fmt.Sprint("card", i), Sender: "planner", Receiver: "picky", Parts: c.parts})
+		_, err := f.relay.SendAs(f.ctx, testHub, &core.Message{ID: fmt.Sprint("card", i), Sender: "planner", Receiver: "picky", Parts: c.parts})
 		if !errors.Is(err, c.want) && !(c.want == nil && err == nil) {
 			t.Errorf("%s: got %v, want %v", c.name, err, c.want)
 		}
@@ -718,7 +718,7 @@ func TestCheckAccess(t *testing.T) {
 func TestTooManyParts(t *testing.T) {
 	f := newFixture(t, core.Config{MaxParts: 2})
 	parts := []core.Part{{Kind: core.PartText, Text: "a"}, {Kind: core.PartText, Text: "b"}, {Kind: core.PartText, Text: "c"}}
-	_, err := f.relay.Send(f.ctx, &core.Message{ID: "p", Sender: "planner", Receiver: "worker", Parts: parts})
+	_, err := f.relay.SendAs(f.ctx, testHub, &core.Message{ID: "p", Sender: "planner", Receiver: "worker", Parts: parts})
 	if !errors.Is(err, core.ErrTooLarge) {
 		t.Fatalf("3 parts with a limit of 2: %v", err)
 	}
@@ -746,7 +746,7 @@ func TestTraceParentFromContext(t *testing.T) {
 	f := newFixture(t, core.Config{})
 	tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	m := &core.Message{ID: "t1", Sender: "planner", Receiver: "worker"}
-	if _, err := f.relay.Send(core.WithTraceParent(f.ctx, tp), m); err != nil {
+	if _, err := f.relay.SendAs(core.WithTraceParent(f.ctx, tp), testHub, m); err != nil {
 		t.Fatal(err)
 	}
 	got, err := f.store.GetMessage(f.ctx, "t1")
@@ -764,7 +764,7 @@ func TestTraceParentFromContext(t *testing.T) {
 func TestLaneAttemptsStayWithinTheClaim(t *testing.T) {
 	f := newFixture(t, core.Config{ClaimLease: 30 * time.Second, DeliverTimeout: 10 * time.Second})
 	// The worker stays registered for the whole slow run.
-	if _, _, err := f.relay.Register(f.ctx, &core.Agent{ID: "worker", Endpoint: core.Endpoint{Kind: kindTest, URL: "http://x"}}, time.Hour); err != nil {
+	if _, _, err := f.relay.RegisterAs(f.ctx, testHub, &core.Agent{ID: "worker", Endpoint: core.Endpoint{Kind: kindTest, URL: "http://x"}}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	var stolen []string
@@ -883,7 +883,7 @@ func TestOnMessageEvent(t *testing.T) {
 	if afterDelivery == 0 {
 		t.Fatal("no call when the message was delivered")
 	}
-	if _, err := f.relay.Send(f.ctx, &core.Message{ID: "result", Sender: "worker", Receiver: "planner", Type: "task.result",
+	if _, err := f.relay.SendAs(f.ctx, testHub, &core.Message{ID: "result", Sender: "worker", Receiver: "planner", Type: "task.result",
 		CorrelationID: "task", Parts: []core.Part{{Kind: core.PartText, Text: "done"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -892,7 +892,7 @@ func TestOnMessageEvent(t *testing.T) {
 		t.Fatal("no call when a result correlated to the message arrived")
 	}
 	stop()
-	if _, err := f.relay.Send(f.ctx, &core.Message{ID: "result-2", Sender: "worker", Receiver: "planner", Type: "task.result",
+	if _, err := f.relay.SendAs(f.ctx, testHub, &core.Message{ID: "result-2", Sender: "worker", Receiver: "planner", Type: "task.result",
 		CorrelationID: "task", Parts: []core.Part{{Kind: core.PartText, Text: "again"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -915,7 +915,7 @@ func TestWaitSeesOtherInstances(t *testing.T) {
 		other := core.NewRelay(f.store, f.clock, core.Config{}, nil)
 		got := f.waitResult(t, "task", 10*time.Second)
 		synctest.Wait() // the wait has started, checked once and sleeps
-		if _, err := other.Send(f.ctx, &core.Message{ID: "result", Sender: "worker", Receiver: "planner", Type: "task.result",
+		if _, err := other.SendAs(f.ctx, testHub, &core.Message{ID: "result", Sender: "worker", Receiver: "planner", Type: "task.result",
 			CorrelationID: "task", Parts: []core.Part{{Kind: core.PartText, Text: "from elsewhere"}}}); err != nil {
 			t.Fatal(err)
 		}
@@ -924,3 +924,9 @@ func TestWaitSeesOtherInstances(t *testing.T) {
 		}
 	})
 }
+
+// testHub is the principal the tests act as when who acts is not what
+// they test: the hub's own actor, which may register, send as and end any
+// local id, while the rules that hang on the sender named (answers,
+// conversations) still hold.
+var testHub = core.InternalPrincipal("adapter")

@@ -19,7 +19,7 @@ func (r *Relay) Replay(ctx context.Context, id string, ttl time.Duration) (*Rece
 	}
 	// A message that ended because its receiver deregistered must not go
 	// to a later identity of the same id.
-	if a, err := r.store.GetAgent(ctx, m.Receiver); err == nil && m.ReceivedAt.Before(a.RegisteredAt) {
+	if a, err := r.store.GetAgent(ctx, m.Receiver); err == nil && !ofReceiverIdentity(m, a) {
 		return nil, fmt.Errorf("message %q was for an earlier identity of %q (it deregistered and registered again): %w", id, m.Receiver, ErrConflict)
 	}
 	if ttl <= 0 || ttl > r.cfg.MaxTTL {
@@ -34,6 +34,16 @@ func (r *Relay) Replay(ctx context.Context, id string, ttl time.Duration) (*Rece
 	r.wakeStream(rc.Receiver)
 	r.events.Publish(Event{Type: EventReplayed, At: now, MessageID: id, Sender: rc.Sender, Receiver: rc.Receiver, Status: StatusQueued})
 	return rc, nil
+}
+
+// ofReceiverIdentity reports whether m was accepted for a's identity (see
+// ofIdentity; a message from before generations were kept is judged by
+// its acceptance time).
+func ofReceiverIdentity(m *Message, a *Agent) bool {
+	if m.ReceiverGeneration == "" {
+		return !m.ReceivedAt.Before(a.RegisteredAt)
+	}
+	return m.ReceiverGeneration == a.Generation
 }
 
 // ReplayAs re-queues dead letter id for p, the operator (see Replay).

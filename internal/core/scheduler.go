@@ -185,6 +185,14 @@ func (r *Relay) attemptLane(ctx context.Context, c LaneClaim) LaneResult {
 			if i > 0 && now.Add(min(r.cfg.DeliverTimeout, m.ExpiresAt.Sub(now))).After(leaseEnd) {
 				break // the rest stay queued, behind nothing: next round
 			}
+			if m.ReceiverGeneration != "" && m.ReceiverGeneration != agent.Generation {
+				// Accepted for an identity of the receiver's id that has
+				// ended (a deregistration on another instance raced the
+				// accept): never the next identity's.
+				res.Outcomes = append(res.Outcomes, Outcome{MessageID: m.ID, Kind: OutcomeRejected, At: now,
+					Code: CodeDeregistered, Error: DetailDeregistered, Detail: DetailDeregistered})
+				continue
+			}
 			if !now.Before(m.ExpiresAt) {
 				o := Outcome{MessageID: m.ID, Kind: OutcomeTimeout, At: now, Detail: "ttl passed before delivery"}
 				if m.Attempts == 0 {

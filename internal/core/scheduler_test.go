@@ -43,7 +43,7 @@ func scheduled(t *testing.T, cfg core.Config) (r *core.Relay, cs *claimCounter, 
 		id   string
 		kind core.EndpointKind
 	}{{"pusher", kindTest}, {"pusher2", kindTest}, {"puller", core.EndpointPull}, {"sender", core.EndpointPull}} {
-		if _, _, err := r.Register(ctx, &core.Agent{ID: a.id, Endpoint: core.Endpoint{Kind: a.kind, URL: "http://x"}}, time.Minute); err != nil {
+		if _, _, err := r.RegisterAs(ctx, testHub, &core.Agent{ID: a.id, Endpoint: core.Endpoint{Kind: a.kind, URL: "http://x"}}, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -65,7 +65,7 @@ func scheduled(t *testing.T, cfg core.Config) (r *core.Relay, cs *claimCounter, 
 
 func sendTo(t *testing.T, r *core.Relay, receiver, id string) {
 	t.Helper()
-	if _, err := r.Send(context.Background(), &core.Message{ID: id, Sender: "sender", Receiver: receiver, TTL: time.Hour,
+	if _, err := r.SendAs(context.Background(), testHub, &core.Message{ID: id, Sender: "sender", Receiver: receiver, TTL: time.Hour,
 		Parts: []core.Part{{Kind: core.PartText, Text: id}}}); err != nil {
 		t.Fatalf("send %s: %v", id, err)
 	}
@@ -170,7 +170,7 @@ func TestDueWakesOnlyTheReceiversStreams(t *testing.T) {
 	r, _, _, _ := scheduled(t, core.Config{})
 	ctx := context.Background()
 	for _, id := range []string{"puller2", "puller3"} {
-		if _, _, err := r.Register(ctx, &core.Agent{ID: id, Endpoint: core.Endpoint{Kind: core.EndpointPull}}, time.Minute); err != nil {
+		if _, _, err := r.RegisterAs(ctx, testHub, &core.Agent{ID: id, Endpoint: core.Endpoint{Kind: core.EndpointPull}}, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -187,7 +187,7 @@ func TestDueWakesOnlyTheReceiversStreams(t *testing.T) {
 		{"send to another receiver", func(t *testing.T) { sendTo(t, r, "pusher", "x1") }, [3]bool{}},
 		{"send to puller", func(t *testing.T) { sendTo(t, r, "puller", "x2") }, [3]bool{true, false, false}},
 		{"heartbeat of puller2", func(t *testing.T) {
-			if _, _, err := r.Heartbeat(ctx, "puller2", 0); err != nil {
+			if _, _, err := r.HeartbeatAs(ctx, testHub, "puller2", 0); err != nil {
 				t.Fatal(err)
 			}
 		}, [3]bool{true, true, false}},

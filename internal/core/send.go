@@ -49,20 +49,10 @@ func (r *Relay) sendAs(ctx context.Context, p Principal, m *Message, claim bool)
 			return SendResult{}, fmt.Errorf("sender %q: %w", m.Sender, err)
 		}
 	}
-	return r.send(ctx, p, m, true, claim)
+	return r.send(ctx, p, m, claim)
 }
 
-// Send accepts message m for the hub's adapters, as SendAs does, without
-// deciding who may send as m.Sender or checking the receiver card's access
-// rules (the adapter did both); the rules that hang on the sender named
-// (answers, conversations, internal receivers) hold.
-//
-// Deprecated: adapters call SendAs with the caller's principal.
-func (r *Relay) Send(ctx context.Context, m *Message) (SendResult, error) {
-	return r.send(ctx, legacyCaller(ctx), m, false, false)
-}
-
-func (r *Relay) send(ctx context.Context, p Principal, m *Message, checkAccess, claim bool) (SendResult, error) {
+func (r *Relay) send(ctx context.Context, p Principal, m *Message, claim bool) (SendResult, error) {
 	if m.ID == "" || len(m.ID) > 200 {
 		return SendResult{}, fmt.Errorf("message_id must be 1..200 characters: %w", ErrInvalid)
 	}
@@ -81,6 +71,9 @@ func (r *Relay) send(ctx context.Context, p Principal, m *Message, checkAccess, 
 	if len(m.Parts) > r.cfg.MaxParts {
 		return SendResult{}, fmt.Errorf("%d content parts, at most %d: %w", len(m.Parts), r.cfg.MaxParts, ErrTooLarge)
 	}
+	mu := r.identityLock(m.Receiver)
+	mu.RLock()
+	defer mu.RUnlock()
 	recv, err := r.Agent(ctx, m.Receiver)
 	if errors.Is(err, ErrNotFound) {
 		// A repeated id whose first send was accepted still answers with
@@ -102,10 +95,8 @@ func (r *Relay) send(ctx context.Context, p Principal, m *Message, checkAccess, 
 			return SendResult{}, err
 		}
 	}
-	if checkAccess {
-		if err := CheckAccess(recv, r.URI(m.Sender), p.Authenticated()); err != nil {
-			return SendResult{}, err
-		}
+	if err := CheckAccess(recv, r.URI(m.Sender), p.Authenticated()); err != nil {
+		return SendResult{}, err
 	}
 	if err := CheckCard(recv, m); err != nil {
 		return SendResult{}, err
@@ -118,6 +109,14 @@ func (r *Relay) send(ctx context.Context, p Principal, m *Message, checkAccess, 
 	}
 	if m.TraceParent == "" {
 		m.TraceParent = TraceParentFrom(ctx)
+	}
+	m.ReceiverGeneration = recv.Generation
+	m.SenderGeneration = p.Generation
+	if p.AgentID != m.Sender || p.Generation == "" {
+		m.SenderGeneration = ""
+		if s, err := r.Agent(ctx, m.Sender); err == nil {
+			m.SenderGeneration = s.Generation
+		}
 	}
 	now := r.clock.Now()
 	m.ReceivedAt = now
@@ -296,10 +295,11 @@ func (r *Relay) checkToInternal(ctx context.Context, p Principal, m *Message) er
 
 // relationToMessage is how agent id stands to the message of receipt rc:
 // RelOwner when it is the message's receiver (or, unless onlyReceiver, its
-// sender) in the identity it has now, which began before the message was
-// accepted.
+// sender) in the identity it has now, the generation the message was
+// accepted for (Message.SenderGeneration, ReceiverGeneration).
 func (r *Relay) relationToMessage(ctx context.Context, id string, rc *Receipt, onlyReceiver bool) (Relation, error) {
-	if id == "" || (rc.Receiver != id && (onlyReceiver || rc.Sender != id)) {
+	receiver := rc.Receiver == id
+	if id == "" || (!receiver && (onlyReceiver || rc.Sender != id)) {
 		return RelNone, nil
 	}
 	a, err := r.Agent(ctx, id)
@@ -309,10 +309,41 @@ func (r *Relay) relationToMessage(ctx context.Context, id string, rc *Receipt, o
 		return RelOwner, nil
 	case err != nil:
 		return RelNone, err
-	case rc.CreatedAt.Before(a.RegisteredAt):
+	}
+	m, err := r.store.GetMessage(ctx, rc.MessageID)
+	if errors.Is(err, ErrNotFound) {
+		return RelNone, nil // purged meanwhile
+	}
+	if err != nil {
+		return RelNone, err
+	}
+	if ofIdentity(m, rc, a, receiver) {
+		return RelOwner, nil
+	}
+	if !receiver || onlyReceiver || rc.Sender != id {
 		return RelNone, nil // an earlier identity's message
 	}
-	return RelOwner, nil
+	// Sent to itself: it may stand as the sender instead.
+	if ofIdentity(m, rc, a, false) {
+		return RelOwner, nil
+	}
+	return RelNone, nil
+}
+
+// ofIdentity reports whether message m, of receipt rc, belongs to agent
+// a's identity as its receiver (or else its sender): accepted for a's
+// generation. A message accepted before generations were kept carries
+// none; for it alone the old rule stands, that it was accepted after a
+// registered.
+func ofIdentity(m *Message, rc *Receipt, a *Agent, receiver bool) bool {
+	mg := m.SenderGeneration
+	if receiver {
+		mg = m.ReceiverGeneration
+	}
+	if mg == "" {
+		return !rc.CreatedAt.Before(a.RegisteredAt)
+	}
+	return mg == a.Generation
 }
 
 // checkConversation refuses a message in an existing conversation whose

@@ -132,6 +132,12 @@ type Agent struct {
 	ExpiresAt    time.Time `json:"expires_at"`
 	RegisteredAt time.Time `json:"registered_at"`
 	LastSeen     time.Time `json:"last_seen"`
+	// Generation names the identity: random, set by the relay when the id
+	// is registered while free and kept while it stays registered. A
+	// deregistration ends it; registering the id again starts another.
+	// Credentials, messages and webhook signing secrets are bound to it.
+	// Empty for agents registered before generations were kept.
+	Generation string `json:"generation,omitempty"`
 }
 
 // Alive reports whether the agent's lease is current at now.
@@ -208,6 +214,14 @@ type Message struct {
 	Seq int64 `json:"seq,omitempty"`
 	// Attempts counts delivery attempts so far.
 	Attempts int `json:"attempts,omitempty"`
+	// SenderGeneration and ReceiverGeneration are the identity
+	// generations (Agent.Generation) of the sender and the receiver when
+	// the relay accepted the message: the message belongs to those
+	// identities, not to later registrations of the same ids. Empty when
+	// not known (an unregistered sender in dev mode; messages accepted
+	// before generations were kept).
+	SenderGeneration   string `json:"sender_generation,omitempty"`
+	ReceiverGeneration string `json:"receiver_generation,omitempty"`
 }
 
 // SameContent reports whether a and b carry the same content: type,

@@ -5,9 +5,12 @@
 //
 // The page is plain HTML, CSS and JavaScript embedded in the binary (no
 // CDN, no build step). Its data comes from /dashboard/api/*, which either
-// forwards to the hub's own operator and MAMP routes (the event stream,
-// dead letters, conversations) or answers read-only from the relay's store
-// (agents, receipts, AMP sessions).
+// forwards to the hub's own operator routes (the event stream, dead
+// letters and their replay) or calls, with the operator's principal, the
+// relay's operations (agents, queues, messages, receipts) and the
+// conversation functions the hub gives it (the MAMP adapter's: parts
+// rendered as MAMP content); AMP sessions come from the relay's record
+// store.
 //
 // Authentication: with auth on, every API call needs the operator. A
 // browser's EventSource cannot send an Authorization header, so the
@@ -40,6 +43,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -86,9 +90,12 @@ type Options struct {
 	AdminToken string
 	// Routes serves the hub's own routes (the hub's mux, inside its
 	// authentication middleware); the API forwards to GET /v1/events,
-	// GET /v1/dlq, POST /v1/dlq/{id}/replay and the MAMP conversation
-	// routes as the operator.
+	// GET /v1/dlq and POST /v1/dlq/{id}/replay as the operator.
 	Routes http.Handler
+	// Conversations shows conversations; the hub passes the MAMP
+	// adapter's, which render parts as MAMP content, the page's format.
+	// The API calls them with the operator's principal.
+	Conversations Conversations
 	// AMPStateDir, when set, is a directory of AMP session files
 	// (amp.FileStore) shown beside the sessions in the hub's store.
 	AMPStateDir string
@@ -104,7 +111,10 @@ type Options struct {
 // Dashboard serves the web dashboard.
 type Dashboard struct {
 	relay *core.Relay
-	opt   Options
+	// sessions keeps the dashboard's login sessions, in the relay's
+	// record store (so every instance on one store knows them).
+	sessions sessionStore
+	opt      Options
 	// admin binds sessions to the admin token in force: a session made
 	// under another token is not valid.
 	admin string
@@ -116,12 +126,37 @@ type Dashboard struct {
 	history map[string]*sessionHistory
 }
 
+// sessionStore is what the dashboard keeps its sessions in: the part of
+// the relay's record store (core.Relay.Records) it uses.
+type sessionStore interface {
+	PutRecord(ctx context.Context, r core.Record) (core.Record, error)
+	GetRecord(ctx context.Context, kind, id string) (core.Record, error)
+	ListRecords(ctx context.Context, kind, index string, limit int) ([]core.Record, error)
+	DeleteRecord(ctx context.Context, kind, id string) error
+}
+
+// Conversations reads conversations for the dashboard as values to
+// render in JSON, deciding with the caller's principal (through
+// core.Relay.Conversation, ConversationMessages and Conversations). The
+// dashboard imports no protocol adapter: the hub wires these to the MAMP
+// adapter's Conversations and Conversation, whose views the page draws.
+type Conversations struct {
+	// List lists up to limit of the conversations agent takes part in
+	// (every conversation when agent is empty), most recent first.
+	List func(ctx context.Context, p core.Principal, agent string, limit int) (any, error)
+	// Get returns conversation id with up to limit of its messages after
+	// sequence number after.
+	Get func(ctx context.Context, p core.Principal, id string, after int64, limit int) (any, error)
+}
+
 // Errors of New, matched with errors.Is.
 var (
 	// ErrNoToken means auth is on but no admin token was given.
 	ErrNoToken = errors.New("dashboard: auth is on but no admin token is configured")
 	// ErrNoRoutes means Options.Routes is missing.
 	ErrNoRoutes = errors.New("dashboard: Options.Routes is required")
+	// ErrNoConversations means Options.Conversations is missing.
+	ErrNoConversations = errors.New("dashboard: Options.Conversations.List and Get are required")
 )
 
 // New returns the dashboard of relay.
@@ -131,6 +166,9 @@ func New(relay *core.Relay, opt Options) (*Dashboard, error) {
 	}
 	if opt.Routes == nil {
 		return nil, ErrNoRoutes
+	}
+	if opt.Conversations.List == nil || opt.Conversations.Get == nil {
+		return nil, ErrNoConversations
 	}
 	if opt.SessionTTL <= 0 {
 		opt.SessionTTL = DefaultSessionTTL
@@ -142,8 +180,8 @@ func New(relay *core.Relay, opt Options) (*Dashboard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: assets: %w", err)
 	}
-	return &Dashboard{relay: relay, opt: opt, admin: auth.Hash("switchboard dashboard v2\x00" + opt.AdminToken), stats: newStatsRecorder(),
-		amp:     &ampstore.Store{Records: relay.Store(), Clock: relay.Clock()},
+	return &Dashboard{relay: relay, sessions: relay.Records(), opt: opt, admin: auth.Hash("switchboard dashboard v2\x00" + opt.AdminToken), stats: newStatsRecorder(),
+		amp:     &ampstore.Store{Records: relay.Records(), Clock: relay.Clock()},
 		files:   http.StripPrefix(strings.TrimSuffix(Prefix, "/"), http.FileServerFS(sub)),
 		history: map[string]*sessionHistory{}}, nil
 }
@@ -165,8 +203,8 @@ func (d *Dashboard) Mount(mux *http.ServeMux) {
 	mux.HandleFunc("GET /dashboard/api/events", d.api(d.forward("/v1/events")))
 	mux.HandleFunc("GET /dashboard/api/dlq", d.api(d.forward("/v1/dlq")))
 	mux.HandleFunc("POST /dashboard/api/dlq/{id}/replay", d.api(d.forwardID("/v1/dlq/", "/replay")))
-	mux.HandleFunc("GET /dashboard/api/conversations", d.api(d.forward("/mamp/v1/conversations")))
-	mux.HandleFunc("GET /dashboard/api/conversations/{id}", d.api(d.forwardID("/mamp/v1/conversations/", "")))
+	mux.HandleFunc("GET /dashboard/api/conversations", d.api(d.conversations))
+	mux.HandleFunc("GET /dashboard/api/conversations/{id}", d.api(d.conversation))
 }
 
 // securityHeaders sets the headers every dashboard response carries.
@@ -278,7 +316,7 @@ func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request) {
 			httperr.Write(w, http.StatusForbidden, httperr.CodeForbidden, "logout needs the session's "+HeaderCSRF+" header")
 			return
 		}
-		if err := d.relay.Store().DeleteRecord(r.Context(), sessionKind, sessionKey(id)); err != nil && !errors.Is(err, core.ErrNotFound) {
+		if err := d.sessions.DeleteRecord(r.Context(), sessionKind, sessionKey(id)); err != nil && !errors.Is(err, core.ErrNotFound) {
 			httperr.From(w, err)
 			return
 		}
@@ -314,8 +352,7 @@ func (d *Dashboard) startSession(w http.ResponseWriter, r *http.Request) error {
 	now := d.relay.Clock().Now()
 	rec := sessionRecord{ExpiresAt: now.Add(d.opt.SessionTTL), CSRF: randomHex(32), Admin: d.admin}
 	data, _ := json.Marshal(rec)
-	st := d.relay.Store()
-	if _, err := st.PutRecord(r.Context(), core.Record{Kind: sessionKind, ID: sessionKey(id), Data: data, UpdatedAt: now}); err != nil {
+	if _, err := d.sessions.PutRecord(r.Context(), core.Record{Kind: sessionKind, ID: sessionKey(id), Data: data, UpdatedAt: now}); err != nil {
 		return fmt.Errorf("dashboard: store the session: %w", err)
 	}
 	d.purgeSessions(r.Context(), now)
@@ -328,7 +365,7 @@ func (d *Dashboard) startSession(w http.ResponseWriter, r *http.Request) error {
 // purgeSessions deletes some expired sessions (each login cleans up after
 // the ones before it).
 func (d *Dashboard) purgeSessions(ctx context.Context, now time.Time) {
-	st := d.relay.Store()
+	st := d.sessions
 	recs, err := st.ListRecords(ctx, sessionKind, "", 200)
 	if err != nil {
 		return
@@ -347,7 +384,7 @@ func (d *Dashboard) session(r *http.Request) (string, *sessionRecord) {
 	if err != nil || len(c.Value) != 64 {
 		return "", nil
 	}
-	rec, err := d.relay.Store().GetRecord(r.Context(), sessionKind, sessionKey(c.Value))
+	rec, err := d.sessions.GetRecord(r.Context(), sessionKind, sessionKey(c.Value))
 	if err != nil {
 		return "", nil
 	}
@@ -439,6 +476,64 @@ func (d *Dashboard) serveAt(w http.ResponseWriter, r *http.Request, path, rawPat
 	d.opt.Routes.ServeHTTP(w, r2)
 }
 
+// Bounds of the conversation API.
+const (
+	maxConversations = 1000
+	maxConvMessages  = 1000
+)
+
+// queryInt reads a query value in 1..max, def when absent.
+func queryInt(r *http.Request, name string, def, max int) (int, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 || n > max {
+		return 0, httperr.New(http.StatusBadRequest, httperr.CodeInvalidField, "%s must be 1..%d", name, max)
+	}
+	return n, nil
+}
+
+// conversations serves GET /dashboard/api/conversations (?agent=, ?limit=):
+// the conversations, most recent first, as MAMP lists them.
+func (d *Dashboard) conversations(w http.ResponseWriter, r *http.Request) {
+	limit, err := queryInt(r, "limit", 100, maxConversations)
+	if err != nil {
+		httperr.From(w, err)
+		return
+	}
+	cs, err := d.opt.Conversations.List(r.Context(), auth.From(r.Context()), r.URL.Query().Get("agent"), limit)
+	if err != nil {
+		httperr.From(w, err)
+		return
+	}
+	httperr.JSON(w, http.StatusOK, map[string]any{"conversations": cs})
+}
+
+// conversation serves GET /dashboard/api/conversations/{id} (?after=,
+// ?limit=): the conversation and its messages, as MAMP shows them.
+func (d *Dashboard) conversation(w http.ResponseWriter, r *http.Request) {
+	limit, err := queryInt(r, "limit", 100, maxConvMessages)
+	if err != nil {
+		httperr.From(w, err)
+		return
+	}
+	var after int64
+	if v := r.URL.Query().Get("after"); v != "" {
+		if after, err = strconv.ParseInt(v, 10, 64); err != nil || after < 0 {
+			httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidField, "after must be a message sequence number")
+			return
+		}
+	}
+	c, err := d.opt.Conversations.Get(r.Context(), auth.From(r.Context()), r.PathValue("id"), after, limit)
+	if err != nil {
+		httperr.From(w, err)
+		return
+	}
+	httperr.JSON(w, http.StatusOK, c)
+}
+
 // AgentView is one agent in GET /dashboard/api/agents.
 type AgentView struct {
 	ID           string            `json:"agent_id"`
@@ -458,8 +553,8 @@ type AgentView struct {
 const maxAgents = 1000
 
 func (d *Dashboard) agents(w http.ResponseWriter, r *http.Request) {
-	st := d.relay.Store()
-	list, err := st.ListAgents(r.Context(), core.AgentFilter{Limit: maxAgents})
+	p := auth.From(r.Context())
+	list, err := d.relay.ListAgents(r.Context(), p, core.AgentFilter{Limit: maxAgents})
 	if err != nil {
 		httperr.From(w, err)
 		return
@@ -475,7 +570,7 @@ func (d *Dashboard) agents(w http.ResponseWriter, r *http.Request) {
 		if a.Alive(now) {
 			v.Status = "alive"
 		}
-		if v.Queued, err = st.QueueDepth(r.Context(), a.ID); err != nil {
+		if v.Queued, err = d.relay.QueueDepth(r.Context(), p, a.ID); err != nil {
 			httperr.From(w, err)
 			return
 		}
@@ -485,7 +580,7 @@ func (d *Dashboard) agents(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *Dashboard) receipt(w http.ResponseWriter, r *http.Request) {
-	rc, err := d.relay.Receipt(r.Context(), r.PathValue("id"))
+	rc, err := d.relay.ReceiptFor(r.Context(), auth.From(r.Context()), r.PathValue("id"))
 	if err != nil {
 		httperr.From(w, err)
 		return

@@ -438,3 +438,65 @@ func TestHistoryAPI(t *testing.T) {
 		t.Fatalf("stats: %d %s", res.StatusCode, b)
 	}
 }
+
+// TestConversationsAPI reads conversations through the dashboard, which
+// calls the MAMP adapter's conversation functions (no forwarded route):
+// the list, one conversation with its parts as MAMP content, an unknown
+// one, and bad query values.
+func TestConversationsAPI(t *testing.T) {
+	h, base := hubtest.Start(t, hub.Options{})
+	tok := h.AdminToken
+	for _, id := range []string{"alpha", "beta"} {
+		req{method: "POST", path: "/atp/register", token: tok, body: map[string]any{"agent_id": id}}.do(t, base)
+	}
+	for i, text := range []string{"hello beta", "hello again"} {
+		res, b := req{method: "POST", path: "/atp/send", token: tok, body: map[string]any{"atp_version": "1.0",
+			"message_id": "c-" + strconv.Itoa(i), "conversation_id": "conv-1", "sender": "alpha", "receiver": "beta",
+			"type": "note", "payload": map[string]any{"text": text}}}.do(t, base)
+		if res.StatusCode != 200 {
+			t.Fatalf("send: %d %s", res.StatusCode, b)
+		}
+	}
+	var list struct {
+		Conversations []struct {
+			ID           string `json:"conversation_id"`
+			MessageCount int    `json:"message_count"`
+			Participants []struct {
+				AgentID string `json:"agent_id"`
+			} `json:"participants"`
+		} `json:"conversations"`
+	}
+	res, b := req{method: "GET", path: "/dashboard/api/conversations", token: tok}.do(t, base)
+	if res.StatusCode != 200 || json.Unmarshal(b, &list) != nil || len(list.Conversations) != 1 ||
+		list.Conversations[0].ID != "conv-1" || list.Conversations[0].MessageCount != 2 || len(list.Conversations[0].Participants) != 2 {
+		t.Fatalf("list: %d %s", res.StatusCode, b)
+	}
+	var conv struct {
+		ID       string `json:"conversation_id"`
+		Messages []struct {
+			ID      string `json:"message_id"`
+			From    string `json:"from"`
+			Content any    `json:"content"`
+		} `json:"messages"`
+	}
+	res, b = req{method: "GET", path: "/dashboard/api/conversations/conv-1?limit=1&after=0", token: tok}.do(t, base)
+	if res.StatusCode != 200 || json.Unmarshal(b, &conv) != nil || conv.ID != "conv-1" || len(conv.Messages) != 1 ||
+		conv.Messages[0].ID != "c-0" || !strings.HasPrefix(conv.Messages[0].From, "agent://") || !strings.Contains(string(b), "hello beta") {
+		t.Fatalf("conversation: %d %s", res.StatusCode, b)
+	}
+	tests := []struct {
+		path string
+		want int
+	}{
+		{"/dashboard/api/conversations/unknown", http.StatusNotFound},
+		{"/dashboard/api/conversations?limit=0", http.StatusBadRequest},
+		{"/dashboard/api/conversations/conv-1?limit=5000", http.StatusBadRequest},
+		{"/dashboard/api/conversations/conv-1?after=-1", http.StatusBadRequest},
+		{"/dashboard/api/conversations?agent=alpha", http.StatusOK},
+	}
+	for _, tt := range tests {
+		if res, b := (req{method: "GET", path: tt.path, token: tok}).do(t, base); res.StatusCode != tt.want {
+			t.Errorf("%s: %d %s, want %d", tt.path, res.StatusCode, b, tt.want)
+		}
+	}
+}

@@ -109,8 +109,8 @@ func (d *Dashboard) messages(w http.ResponseWriter, r *http.Request) {
 // its latest messages and its dead letters.
 func (d *Dashboard) agentDetail(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	st := d.relay.Store()
-	a, err := st.GetAgent(r.Context(), id)
+	p := auth.From(r.Context())
+	a, err := d.relay.LookupAgent(r.Context(), p, id)
 	if err != nil {
 		httperr.From(w, err)
 		return
@@ -124,12 +124,12 @@ func (d *Dashboard) agentDetail(w http.ResponseWriter, r *http.Request) {
 	if a.Alive(now) {
 		v.Status = "alive"
 	}
-	if v.Queued, err = st.QueueDepth(r.Context(), a.ID); err != nil {
+	if v.Queued, err = d.relay.QueueDepth(r.Context(), p, a.ID); err != nil {
 		httperr.From(w, err)
 		return
 	}
 	recent := []MessageView{}
-	found, err := d.relay.SearchMessages(r.Context(), auth.From(r.Context()), core.MessageQuery{Agent: id, Limit: 20})
+	found, err := d.relay.SearchMessages(r.Context(), p, core.MessageQuery{Agent: id, Limit: 20})
 	if err != nil && !errors.Is(err, core.ErrSearchUnsupported) {
 		httperr.From(w, err)
 		return
@@ -137,7 +137,7 @@ func (d *Dashboard) agentDetail(w http.ResponseWriter, r *http.Request) {
 	for _, sm := range found {
 		recent = append(recent, viewOf(sm))
 	}
-	dead, err := st.DeadLetters(r.Context(), core.DeadLetterFilter{Receiver: id, Limit: 20})
+	dead, err := d.relay.DeadLetters(r.Context(), p, core.DeadLetterFilter{Receiver: id, Limit: 20})
 	if err != nil {
 		httperr.From(w, err)
 		return

@@ -79,16 +79,19 @@ func (s *statsRecorder) snapshot() []StatPoint {
 	return append([]StatPoint{}, s.points...)
 }
 
+// sampler is the principal the stats sampler reads the relay as: the
+// hub's own actor (it runs outside any request).
+var sampler = core.InternalPrincipal("dashboard")
+
 // queued sums the queues of the first maxDepthAgents agents.
 func (d *Dashboard) queued(ctx context.Context) int {
-	st := d.relay.Store()
-	agents, err := st.ListAgents(ctx, core.AgentFilter{Limit: maxDepthAgents})
+	agents, err := d.relay.ListAgents(ctx, sampler, core.AgentFilter{Limit: maxDepthAgents})
 	if err != nil {
 		return 0
 	}
 	total := 0
 	for _, a := range agents {
-		if n, err := st.QueueDepth(ctx, a.ID); err == nil {
+		if n, err := d.relay.QueueDepth(ctx, sampler, a.ID); err == nil {
 			total += n
 		}
 	}

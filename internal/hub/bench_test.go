@@ -49,7 +49,11 @@ func benchmarkATPSend(b *testing.B, asAgent bool) {
 	}
 	token := h.AdminToken
 	if asAgent {
-		if token, err = h.Creds.Issue(ctx, "bench-send"); err != nil {
+		a, err := h.Relay.LookupAgent(ctx, core.AdminPrincipal(), "bench-send")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if token, err = h.Creds.Issue(ctx, "bench-send", a.Generation); err != nil {
 			b.Fatal(err)
 		}
 	}

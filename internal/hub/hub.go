@@ -311,13 +311,14 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 		// credentials, in the core.
 		relay.SetRevoker(h.Creds)
 	}
+	mampSrv := mamp.New(relay, mamp.Options{MaxBody: opt.MaxBody, Issuer: issuer, Records: st, Remotes: mamp.RemotesFromEnv(),
+		Logger: log, CheckURL: policy.CheckURL, Secrets: signer})
 	a2aSrv := a2a.New(relay, a2a.Options{Records: st, MaxBody: opt.MaxBody, Secured: !opt.Dev, Logger: log, CheckURL: policy.CheckURL})
 	relay.SetDeliverer(a2a.EndpointReply, a2aSrv.ReplyDeliverer())
 	// Adapters on the contract: mounted here, run by Serve.
 	h.adapters = []Adapter{
 		atp.New(relay, atp.Options{MaxBody: opt.MaxBody, Issuer: issuer, Secrets: signer, CheckURL: policy.CheckURL}),
-		mamp.New(relay, mamp.Options{MaxBody: opt.MaxBody, Issuer: issuer, Records: st, Remotes: mamp.RemotesFromEnv(),
-			Logger: log, CheckURL: policy.CheckURL, Secrets: signer}),
+		mampSrv,
 		a2aSrv,
 		a2aremote.NewRegistrar(relay, a2aremote.Options{Logger: log, Client: policy.Client(10 * time.Second)}),
 		opsapi.New(relay, opt.Version),
@@ -345,7 +346,15 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	h.conns.register(met.Registry())
 	registerBudget(met.Registry(), relay.Config().Memory)
 	h.Mux.Handle("GET /metrics", met.Handler())
-	dash, err := dashboard.New(relay, dashboard.Options{Dev: opt.Dev, AdminToken: h.AdminToken, Routes: h.Mux})
+	dash, err := dashboard.New(relay, dashboard.Options{Dev: opt.Dev, AdminToken: h.AdminToken, Routes: h.Mux,
+		Conversations: dashboard.Conversations{
+			List: func(ctx context.Context, p core.Principal, agent string, limit int) (any, error) {
+				return mampSrv.Conversations(ctx, p, agent, limit)
+			},
+			Get: func(ctx context.Context, p core.Principal, id string, after int64, limit int) (any, error) {
+				return mampSrv.Conversation(ctx, p, id, after, limit)
+			},
+		}})
 	if err != nil {
 		st.Close()
 		return nil, err

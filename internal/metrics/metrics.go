@@ -272,7 +272,7 @@ func (m *Metrics) Run(ctx context.Context) {
 func (m *Metrics) protocolOf(ctx context.Context, id string) string {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	msg, err := m.relay.Store().GetMessage(ctx, id)
+	msg, err := m.relay.MessageFor(ctx, hub, id)
 	if err != nil {
 		return ""
 	}
@@ -328,6 +328,24 @@ func (m *Metrics) Handler() http.Handler {
 	})
 }
 
+// hub is the principal the metrics read the relay as: the hub's own
+// actor, which the authorization table lets read queues and messages. The
+// scrape itself is the operator's (Handler).
+var hub = core.InternalPrincipal("metrics")
+
+// visible leaves the hidden agents (the hub's internal helpers) out of
+// list, as the agent gauges have always counted only the agents callers
+// registered.
+func visible(list []*core.Agent) []*core.Agent {
+	out := list[:0]
+	for _, a := range list {
+		if !core.Hidden(a.ID) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // storeCollector computes the store gauges at scrape time.
 type storeCollector struct{ m *Metrics }
 
@@ -365,7 +383,7 @@ func (c *storeCollector) collect(ch chan<- prometheus.Metric) {
 	m := c.m
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	st := m.relay.Store()
+	rl := m.relay
 	timed := func(op string, f func() error) error {
 		t0 := time.Now()
 		err := f()
@@ -373,7 +391,7 @@ func (c *storeCollector) collect(ch chan<- prometheus.Metric) {
 		return err
 	}
 	up := 1.0
-	if err := timed("ping", func() error { return st.Ping(ctx) }); err != nil {
+	if err := timed("ping", func() error { return rl.Ping(ctx) }); err != nil {
 		up = 0
 	}
 	ch <- prometheus.MustNewConstMetric(descStoreUp, prometheus.GaugeValue, up)
@@ -382,7 +400,7 @@ func (c *storeCollector) collect(ch chan<- prometheus.Metric) {
 	}
 	var agents []*core.Agent
 	if err := timed("list_agents", func() (err error) {
-		agents, err = st.ListAgents(ctx, core.AgentFilter{Limit: m.maxScan + 1})
+		agents, err = rl.ListAgents(ctx, hub, core.AgentFilter{Limit: m.maxScan + 1})
 		return err
 	}); err != nil {
 		return
@@ -391,6 +409,7 @@ func (c *storeCollector) collect(ch chan<- prometheus.Metric) {
 	if len(agents) > m.maxScan {
 		agents, truncated = agents[:m.maxScan], 1
 	}
+	agents = visible(agents)
 	ch <- prometheus.MustNewConstMetric(descScanTruncated, prometheus.GaugeValue, truncated)
 	now := m.relay.Clock().Now()
 	alive := 0
@@ -406,7 +425,7 @@ func (c *storeCollector) collect(ch chan<- prometheus.Metric) {
 		}
 		var n int
 		if err := timed("queue_depth", func() (err error) {
-			n, err = st.QueueDepth(ctx, a.ID)
+			n, err = rl.QueueDepth(ctx, hub, a.ID)
 			return err
 		}); err != nil {
 			continue

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/opsapi"
@@ -24,7 +23,7 @@ func TestOperatorRoutes(t *testing.T) {
 	relay := core.NewRelay(st, nil, core.Config{}, nil)
 	mux := http.NewServeMux()
 	opsapi.New(relay, "test").Mount(mux)
-	agent := core.AgentPrincipal("alice", time.Time{})
+	agent := core.AgentPrincipal("alice", "")
 	for _, c := range []struct {
 		method, path string
 		who          core.Principal

@@ -2,6 +2,7 @@ package opsapi
 
 import (
 	"context"
+	"errors"
 	"net/http"
 
 	"github.com/switchboard-hub/switchboard/internal/audit"
@@ -12,13 +13,15 @@ import (
 
 // Credentials issues and revokes agents' bearer tokens (auth.Credentials).
 type Credentials interface {
-	Issue(ctx context.Context, agentID string) (string, error)
+	Issue(ctx context.Context, agentID, generation string) (string, error)
 	Revoke(ctx context.Context, agentID string) error
 }
 
-// Agents looks agents up (the relay).
+// Agents decides who may manage an agent's credentials (the relay's
+// CredentialAccess, core.OpCredentials) and tells the agent's identity
+// generation, which a new credential is bound to.
 type Agents interface {
-	Agent(ctx context.Context, id string) (*core.Agent, error)
+	CredentialAccess(ctx context.Context, p core.Principal, id string) (generation string, err error)
 }
 
 // Tokens serves the credential routes for operators and agents:
@@ -27,7 +30,9 @@ type Agents interface {
 //	POST   /v1/agents/{id}/token   rotate: revoke every token of the agent, issue one new
 //	DELETE /v1/agents/{id}/token   revoke every token of the agent
 //
-// Rotation and revocation need the admin token or the agent's own.
+// Rotation and revocation are the agent's own (its credential of its
+// current identity) or the operator's: the core's authorization table
+// decides (core.OpCredentials).
 type Tokens struct {
 	agents Agents
 	creds  Credentials
@@ -69,18 +74,17 @@ func (t *Tokens) whoami(w http.ResponseWriter, r *http.Request) {
 
 // agentFor checks that the caller may manage the credentials of the agent
 // named in the path, and that it exists.
-func (t *Tokens) agentFor(w http.ResponseWriter, r *http.Request, action string) (string, bool) {
-	id := r.PathValue("id")
-	if err := auth.ActAs(r.Context(), id); err != nil {
-		audit.Record(r.Context(), audit.Event{Action: action, Outcome: audit.Refused, Agent: id, Reason: err.Error()})
+func (t *Tokens) agentFor(w http.ResponseWriter, r *http.Request, action string) (id, generation string, ok bool) {
+	id = r.PathValue("id")
+	generation, err := t.agents.CredentialAccess(r.Context(), auth.From(r.Context()), id)
+	if err != nil {
+		if !errors.Is(err, core.ErrNotFound) {
+			audit.Record(r.Context(), audit.Event{Action: action, Outcome: audit.Refused, Agent: id, Reason: err.Error()})
+		}
 		httperr.From(w, err)
-		return "", false
+		return "", "", false
 	}
-	if _, err := t.agents.Agent(r.Context(), id); err != nil {
-		httperr.From(w, err)
-		return "", false
-	}
-	return id, true
+	return id, generation, true
 }
 
 // TokenAnswer is the answer of a rotation.
@@ -91,7 +95,7 @@ type TokenAnswer struct {
 }
 
 func (t *Tokens) rotate(w http.ResponseWriter, r *http.Request) {
-	id, ok := t.agentFor(w, r, audit.ActionTokenRotated)
+	id, gen, ok := t.agentFor(w, r, audit.ActionTokenRotated)
 	if !ok {
 		return
 	}
@@ -99,7 +103,7 @@ func (t *Tokens) rotate(w http.ResponseWriter, r *http.Request) {
 		httperr.From(w, err)
 		return
 	}
-	tok, err := t.creds.Issue(r.Context(), id)
+	tok, err := t.creds.Issue(r.Context(), id, gen)
 	if err != nil {
 		httperr.From(w, err)
 		return
@@ -109,7 +113,7 @@ func (t *Tokens) rotate(w http.ResponseWriter, r *http.Request) {
 }
 
 func (t *Tokens) revoke(w http.ResponseWriter, r *http.Request) {
-	id, ok := t.agentFor(w, r, audit.ActionTokenRevoked)
+	id, _, ok := t.agentFor(w, r, audit.ActionTokenRevoked)
 	if !ok {
 		return
 	}

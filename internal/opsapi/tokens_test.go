@@ -62,6 +62,9 @@ func TestWhoami(t *testing.T) {
 	}
 }
 
+// TestRotateAndRevoke checks the credential routes against the core's
+// table (core.OpCredentials): the owner and the operator may, another
+// agent and an anonymous caller may not, on both routes.
 func TestRotateAndRevoke(t *testing.T) {
 	h, base := hubtest.Start(t, hub.Options{})
 	tests := []struct {
@@ -79,6 +82,9 @@ func TestRotateAndRevoke(t *testing.T) {
 		{"the operator revokes", "DELETE", func(string, string) string { return h.AdminToken }, "", 200},
 		{"the agent revokes its own", "DELETE", func(own, _ string) string { return own }, "", 200},
 		{"another agent may not revoke", "DELETE", func(_, other string) string { return other }, "", 403},
+		{"anonymous may not revoke", "DELETE", func(string, string) string { return "" }, "", 401},
+		{"another agent learns nothing of an unknown agent", "DELETE", func(_, other string) string { return other }, "ghost", 403},
+		{"the operator revokes an unknown agent", "DELETE", func(string, string) string { return h.AdminToken }, "ghost", 404},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

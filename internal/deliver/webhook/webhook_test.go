@@ -18,14 +18,15 @@ import (
 func TestSignMatchesWebhooksig(t *testing.T) {
 	now := time.Unix(1767312000, 0)
 	s := &HMACSigner{Key: []byte("hub key"), Now: func() time.Time { return now }}
-	for i, id := range []string{"a", "b", "a", "a", "b"} {
+	for i, a := range []core.Agent{{ID: "a", Generation: "g1"}, {ID: "b"}, {ID: "a", Generation: "g1"}, {ID: "a", Generation: "g2"}, {ID: "b"}} {
+		id := a.ID
 		body := bytes.Repeat([]byte{'x'}, i*100)
 		req := httptest.NewRequest(http.MethodPost, "http://agent/inbox", nil)
 		msgID := "msg-" + string(rune('0'+i))
-		if err := s.Sign(req, &core.Agent{ID: id}, msgID, body); err != nil {
+		if err := s.Sign(req, &a, msgID, body); err != nil {
 			t.Fatal(err)
 		}
-		secret := []byte(s.SecretFor(id))
+		secret := []byte(s.SecretFor(id, a.Generation))
 		want := httptest.NewRequest(http.MethodPost, "http://agent/inbox", nil)
 		if err := webhooksig.Sign(want, string(secret), msgID, body, now); err != nil {
 			t.Fatal(err)
@@ -104,5 +105,32 @@ func TestClassify(t *testing.T) {
 		if got.Kind != c.kind || got.Code != c.code || (got.Reply != nil) != c.keep {
 			t.Errorf("Classify(%d, %s) = %v %d reply %q; want %v %d keep %v", c.status, c.reply, got.Kind, got.Code, got.Reply, c.kind, c.code, c.keep)
 		}
+	}
+}
+
+// TestSecretPerIdentity: an id registered again (a new generation) gets a
+// secret of its own, which the old identity's secret does not give away,
+// and the hub's key decides all of them.
+func TestSecretPerIdentity(t *testing.T) {
+	s := &HMACSigner{Key: []byte("hub key")}
+	other := &HMACSigner{Key: []byte("another hub key")}
+	tests := []struct {
+		name      string
+		a, b      string
+		wantEqual bool
+		sa, sb    *HMACSigner
+	}{
+		{"same identity", "g1", "g1", true, s, s},
+		{"next generation", "g1", "g2", false, s, s},
+		{"legacy id vs a generation", "", "g1", false, s, s},
+		{"another hub key", "g1", "g1", false, s, other},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			x, y := tt.sa.SecretFor("worker", tt.a), tt.sb.SecretFor("worker", tt.b)
+			if (x == y) != tt.wantEqual {
+				t.Errorf("secrets %q and %q: equal %v, want %v", x, y, x == y, tt.wantEqual)
+			}
+		})
 	}
 }

@@ -208,7 +208,9 @@ func (h *handler) DeleteTaskPushConfig(ctx context.Context, req *sdk.DeleteTaskP
 // notifications, before the change is answered (so that a config deleted
 // right after a change still gets the change's push).
 func (s *Server) changed(old, cur *TaskRecord) {
-	ctx := context.WithoutCancel(s.bgContext())
+	// Not the request's context: the change stands once stored, whether
+	// or not its caller is still waiting.
+	ctx := context.Background()
 	s.retireOnFinish(ctx, old, cur)
 	s.pushChange(ctx, old, cur)
 }

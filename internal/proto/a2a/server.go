@@ -56,11 +56,12 @@ type Server struct {
 	// and results of its messages, sending push notifications).
 	hub core.Principal
 
-	// Background work started while serving (pushes, mark deletions) runs
-	// in goroutines that Run waits for; bgOpen is set while Run runs.
+	// Background work started while serving (mark deletions) runs in
+	// goroutines that Run waits for; bgOpen is set while Run runs, and
+	// bgStop is then the Done channel of Run's context, which ends them.
 	bgMu   sync.Mutex
 	bgOpen bool
-	bgCtx  context.Context
+	bgStop <-chan struct{}
 	bgWG   sync.WaitGroup
 
 	helperMu   sync.Mutex
@@ -124,7 +125,7 @@ func (s *Server) Handler() a2asrv.RequestHandler { return s.handler }
 // contract).
 func (s *Server) Run(ctx context.Context) error {
 	s.bgMu.Lock()
-	s.bgOpen, s.bgCtx = true, ctx
+	s.bgOpen, s.bgStop = true, ctx.Done()
 	s.bgMu.Unlock()
 	var wg sync.WaitGroup
 	wg.Go(func() { s.followers.run(ctx) })
@@ -136,15 +137,16 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Go(func() { s.retireLoop(ctx) })
 	wg.Wait()
 	s.bgMu.Lock()
-	s.bgOpen = false
+	s.bgOpen, s.bgStop = false, nil
 	s.bgMu.Unlock()
 	s.bgWG.Wait()
 	return nil
 }
 
-// background runs f in a goroutine that Run waits for, with Run's
-// context; when Run is not running (before it starts, after it ended, or in
-// tests that drive the server without it) f runs at once with ctx.
+// background runs f in a goroutine that Run waits for, with a context
+// that ends when Run's does; when Run is not running (before it starts,
+// after it ended, or in tests that drive the server without it) f runs at
+// once with ctx, without its cancellation.
 func (s *Server) background(ctx context.Context, f func(context.Context)) {
 	s.bgMu.Lock()
 	if !s.bgOpen {
@@ -153,7 +155,7 @@ func (s *Server) background(ctx context.Context, f func(context.Context)) {
 		return
 	}
 	s.bgWG.Add(1)
-	gctx := s.bgCtx
+	gctx := untilStopped{Context: context.Background(), stop: s.bgStop}
 	s.bgMu.Unlock()
 	go func() {
 		defer s.bgWG.Done()
@@ -161,13 +163,21 @@ func (s *Server) background(ctx context.Context, f func(context.Context)) {
 	}()
 }
 
-// bgContext is the context of Run's work, or a context that does not end
-// when Run is not running.
-func (s *Server) bgContext() context.Context {
-	s.bgMu.Lock()
-	defer s.bgMu.Unlock()
-	if s.bgOpen {
-		return s.bgCtx
+// untilStopped is a context that ends when stop is closed: the hub's
+// lifecycle (Run's context) owns background work without the server
+// keeping a context.
+type untilStopped struct {
+	context.Context
+	stop <-chan struct{}
+}
+
+func (c untilStopped) Done() <-chan struct{} { return c.stop }
+
+func (c untilStopped) Err() error {
+	select {
+	case <-c.stop:
+		return context.Canceled
+	default:
+		return nil
 	}
-	return context.Background()
 }

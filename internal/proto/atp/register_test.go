@@ -16,7 +16,7 @@ import (
 // failing after the agent was stored).
 type issuer struct{ fail error }
 
-func (i *issuer) Issue(_ context.Context, agentID string) (string, error) {
+func (i *issuer) Issue(_ context.Context, agentID, _ string) (string, error) {
 	if i.fail != nil {
 		return "", i.fail
 	}

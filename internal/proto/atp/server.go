@@ -33,17 +33,22 @@ type Options struct {
 	// Issuer, when set, is called on the first registration of an agent
 	// and its token is returned to the agent (auth on).
 	Issuer CredentialIssuer
-	// Secrets, when set, gives each agent the secret its webhooks are
-	// signed with; it is returned at registration.
-	Secrets interface{ SecretFor(agentID string) string }
+	// Secrets, when set, gives each agent identity (id and generation,
+	// core.Agent.Generation) the secret its webhooks are signed with; it
+	// is returned at registration.
+	Secrets interface {
+		SecretFor(agentID, generation string) string
+	}
 	// CheckURL, when set, refuses callback URLs the hub may not call
 	// (the SSRF policy), at registration.
 	CheckURL func(raw string) error
 }
 
-// CredentialIssuer issues an agent's credential at its first registration.
+// CredentialIssuer issues an agent's credential at its first
+// registration, bound to the identity generation the registration started
+// (core.Agent.Generation).
 type CredentialIssuer interface {
-	Issue(ctx context.Context, agentID string) (token string, err error)
+	Issue(ctx context.Context, agentID, generation string) (token string, err error)
 }
 
 // Server serves the /atp/* routes over a relay.
@@ -189,7 +194,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) error {
 	}
 	var token string
 	if created && s.opt.Issuer != nil {
-		if token, err = s.opt.Issuer.Issue(r.Context(), a.ID); err != nil {
+		if token, err = s.opt.Issuer.Issue(r.Context(), a.ID, a.Generation); err != nil {
 			// Without its credential nobody could register the id again:
 			// undo the registration (best effort; the answer is the error).
 			_ = s.relay.DeregisterAs(context.WithoutCancel(r.Context()), core.InternalPrincipal("atp"), a.ID)
@@ -199,7 +204,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) error {
 	out := RegisterResponse{OK: true, AgentID: a.ID, URI: s.relay.URI(a.ID),
 		LeaseSeconds: a.LeaseSeconds, Queued: queued, Created: created, Token: token}
 	if s.opt.Secrets != nil {
-		out.SigningSecret = s.opt.Secrets.SecretFor(a.ID)
+		out.SigningSecret = s.opt.Secrets.SecretFor(a.ID, a.Generation)
 	}
 	httperr.JSON(w, http.StatusOK, out)
 	return nil

@@ -21,6 +21,7 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
+	"github.com/switchboard-hub/switchboard/internal/ssrf"
 	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
@@ -537,5 +538,41 @@ func TestAgentLimitAnswer(t *testing.T) {
 	again := call(t, "POST", base+"/atp/register", first.body["token"].(string), map[string]any{"agent_id": "one", "lease_seconds": 120})
 	if again.status != 200 {
 		t.Fatalf("re-registration at the limit: %d %s", again.status, again.raw)
+	}
+}
+
+// TestSigningSecretPerIdentity: the webhook signing secret an ATP
+// registration returns belongs to the identity, not the id: renewing the
+// registration keeps it, and an id deregistered and registered again (by
+// anyone) gets a new one, which the old owner's secret does not sign for.
+func TestSigningSecretPerIdentity(t *testing.T) {
+	_, base := hubtest.Start(t, hub.Options{Callbacks: ssrf.Policy{AllowLoopback: true}})
+	reg := func(token string) (secret, tok string) {
+		t.Helper()
+		r := call(t, "POST", base+"/atp/register", token, map[string]any{"agent_id": "worker", "callback_url": "http://127.0.0.1:9/inbox"})
+		secret, _ = r.body["signing_secret"].(string)
+		tok, _ = r.body["token"].(string)
+		if r.status != 200 || !strings.HasPrefix(secret, "whsec_") {
+			t.Fatalf("register: %s", r.raw)
+		}
+		return secret, tok
+	}
+	first, tok := reg("")
+	renewed, _ := reg(tok)
+	if renewed != first {
+		t.Errorf("renewing the registration changed the secret: %q, then %q", first, renewed)
+	}
+	if r := call(t, "DELETE", base+"/atp/agents/worker", tok, nil); r.status != 200 {
+		t.Fatalf("deregister: %s", r.raw)
+	}
+	next, nextTok := reg("")
+	if next == first {
+		t.Errorf("the id's next identity inherited the old signing secret %q", first)
+	}
+	if r := call(t, "POST", base+"/atp/heartbeat", tok, map[string]any{"agent_id": "worker"}); r.status != 401 {
+		t.Errorf("the old identity's token renews the new one: %d %s", r.status, r.raw)
+	}
+	if r := call(t, "POST", base+"/atp/heartbeat", nextTok, map[string]any{"agent_id": "worker"}); r.status != 200 {
+		t.Errorf("the new identity's token: %d %s", r.status, r.raw)
 	}
 }

@@ -89,7 +89,7 @@ func TestTrustConversations(t *testing.T) {
 	// bob's reads of the conversation, through the core: the same answer
 	// as for a conversation that does not exist.
 	ctx := context.Background()
-	bob := core.AgentPrincipal("bob", time.Time{})
+	bob := core.AgentPrincipal("bob", "")
 	_, errSecret := th.h.Relay.ConversationMessages(ctx, bob, "secret", 0, 10)
 	_, errNone := th.h.Relay.ConversationMessages(ctx, bob, "no-such", 0, 10)
 	if errSecret == nil || errNone == nil || errSecret.Error() != strings.ReplaceAll(errNone.Error(), "no-such", "secret") {

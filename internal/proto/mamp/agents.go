@@ -138,7 +138,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) error {
 	var token string
 	if created && s.opt.Issuer != nil {
 		// Issued only once the registration stands, and only to its creator.
-		if token, err = s.opt.Issuer.Issue(r.Context(), id); err != nil {
+		if token, err = s.opt.Issuer.Issue(r.Context(), id, a.Generation); err != nil {
 			// Without its credential nobody could register the id again:
 			// undo the registration (best effort; the answer is the error).
 			_ = s.relay.DeregisterAs(context.WithoutCancel(r.Context()), registerActor, id)
@@ -148,7 +148,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) error {
 	out := RegisterResponse{OK: true, AgentID: s.ad.URIOf(id), ID: id, LeaseSeconds: a.LeaseSeconds,
 		Queued: queued, Created: created, Token: token, Card: CardOf(s.ad, a)}
 	if s.opt.Secrets != nil {
-		out.SigningSecret = s.opt.Secrets.SecretFor(id)
+		out.SigningSecret = s.opt.Secrets.SecretFor(id, a.Generation)
 	}
 	httperr.JSON(w, http.StatusOK, out)
 	return nil

@@ -33,9 +33,11 @@ const (
 // can never name a registered agent.
 const HubAgentID = "_hub"
 
-// CredentialIssuer issues an agent's credential at its first registration.
+// CredentialIssuer issues an agent's credential at its first
+// registration, bound to the identity generation the registration started
+// (core.Agent.Generation).
 type CredentialIssuer interface {
-	Issue(ctx context.Context, agentID string) (token string, err error)
+	Issue(ctx context.Context, agentID, generation string) (token string, err error)
 }
 
 // Options tune the MAMP routes.
@@ -72,9 +74,12 @@ type Options struct {
 	// CheckURL, when set, refuses endpoint URLs the hub may not call (the
 	// SSRF policy), at registration.
 	CheckURL func(raw string) error
-	// Secrets, when set, gives each agent the secret its webhooks are
-	// signed with; it is returned at registration.
-	Secrets interface{ SecretFor(agentID string) string }
+	// Secrets, when set, gives each agent identity (id and generation,
+	// core.Agent.Generation) the secret its webhooks are signed with; it
+	// is returned at registration.
+	Secrets interface {
+		SecretFor(agentID, generation string) string
+	}
 }
 
 // The hub's own actors the adapter acts as (core.InternalPrincipal): the

@@ -26,13 +26,15 @@ import (
 //     execution.taskSupport; the answer is {"task": Task}; tasks/get,
 //     tasks/result (waits for the end, then the tool's result),
 //     tasks/list and tasks/cancel; notifications/tasks/status on each
-//     change (stdio).
+//     change (stdio, and the standalone SSE stream over HTTP).
 //   - 2026-07-28 (the io.modelcontextprotocol/tasks extension): the host
 //     declares the extension in the request's _meta client capabilities,
 //     the server decides: these two tools then answer a CreateTaskResult
 //     (resultType "task", the Task flat); tasks/get (the result inlined
 //     once completed), tasks/update, tasks/cancel; a tasks method from a
-//     host that did not declare the extension is refused -32021.
+//     host that did not declare the extension is refused -32021;
+//     notifications/tasks on a subscriptions/listen naming the task ids
+//     (over HTTP: taskstream.go).
 //
 // A task is a record in the relay's record store (kind mcp_task, indexed
 // by its owner): who asked (the principal and the agent it acts as), the
@@ -149,6 +151,9 @@ type taskManager struct {
 	cancel map[string]context.CancelFunc // tasks running here
 	ended  map[string]chan struct{}      // closed when the task ends (tasks/result waits)
 	notify notifier                      // 2025-era status notifications (stdio), or nil
+	// listeners are the HTTP streams hearing of status changes
+	// (taskstream.go).
+	listeners listeners
 }
 
 func newTaskManager(s *Server, store core.RecordStore) *taskManager {
@@ -578,8 +583,8 @@ func (m *taskManager) endedChan(id string) <-chan struct{} {
 	return ch
 }
 
-// changed tells the waiters and, for a 2025 task on stdio, the host that
-// rec's status changed.
+// changed tells the waiters, the HTTP streams listening and, for a 2025
+// task on stdio, the host that rec's status changed.
 func (m *taskManager) changed(rec *taskRecord) {
 	m.mu.Lock()
 	if rec.terminal() {
@@ -590,6 +595,9 @@ func (m *taskManager) changed(rec *taskRecord) {
 	}
 	n := m.notify
 	m.mu.Unlock()
+	if dropped := m.listeners.notify(rec); dropped > 0 {
+		m.s.opt.Logger.Warn("mcp: task status notification dropped for a slow stream", "task", rec.ID, "streams", dropped)
+	}
 	if n != nil && rec.Era == era2025 {
 		if err := n.Notify(m.ctx, "notifications/tasks/status", rec.wire(false)); err != nil {
 			m.s.opt.Logger.Debug("mcp: task status notification", "task", rec.ID, "err", err)

@@ -157,7 +157,8 @@ type RemoteOptions struct {
 func Remote(opt RemoteOptions) Backend { return &remoteBackend{opt: opt} }
 
 type remoteBackend struct {
-	opt RemoteOptions
+	opt   RemoteOptions
+	tasks *hubTasks // the hub's tasks, carried for the host (bridgetasks.go); nil if the hub has none
 
 	mu    sync.Mutex
 	local *sdk.Server
@@ -250,7 +251,14 @@ func (b *remoteBackend) server(ctx context.Context) (*sdk.Server, func(), error)
 		opts.Capabilities.Experimental = map[string]any{ChannelCapability: map[string]any{}}
 		opts.Instructions += "\n\n" + channelInstructions(b.opt.Agent)
 	}
+	if init != nil && init.Capabilities != nil && init.Capabilities.Extensions[TasksExtension] != nil {
+		b.tasks = newHubTasks(b.opt.URL, hc, version, b.logger())
+		opts.Capabilities.AddExtension(TasksExtension, nil)
+	}
 	local := sdk.NewServer(impl, opts)
+	if b.tasks != nil {
+		b.tasks.install(local)
+	}
 	b.mu.Lock()
 	b.local, b.cs = local, cs
 	b.mu.Unlock()
@@ -262,15 +270,24 @@ func (b *remoteBackend) server(ctx context.Context) (*sdk.Server, func(), error)
 }
 
 func (b *remoteBackend) serve(ctx context.Context, r *router) {
-	if b.opt.Agent == "" {
-		return
+	var wg sync.WaitGroup
+	if b.tasks != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); b.tasks.relayStatus(ctx, r) }()
 	}
-	log := b.opt.Logger
-	if log == nil {
-		log = slog.Default()
+	if b.opt.Agent != "" {
+		ch := &channel{inbox: &remoteInbox{cs: b.cs, agent: b.opt.Agent}, notify: r, log: b.logger()}
+		wg.Add(1)
+		go func() { defer wg.Done(); ch.run(ctx, r.Initialized()) }()
 	}
-	ch := &channel{inbox: &remoteInbox{cs: b.cs, agent: b.opt.Agent}, notify: r, log: log}
-	ch.run(ctx, r.Initialized())
+	wg.Wait()
+}
+
+func (b *remoteBackend) logger() *slog.Logger {
+	if b.opt.Logger == nil {
+		return slog.Default()
+	}
+	return b.opt.Logger
 }
 
 func (b *remoteBackend) localServer() *sdk.Server {

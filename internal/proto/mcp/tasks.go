@@ -164,7 +164,7 @@ func newTaskManager(s *Server, store core.RecordStore) *taskManager {
 
 // install registers the tasks methods and the middleware serving them.
 func (m *taskManager) install(srv *sdk.Server) {
-	for _, method := range []string{"tasks/get", "tasks/result", "tasks/list", "tasks/cancel", "tasks/update"} {
+	for _, method := range tasksMethods {
 		// Served by the middleware; the handler runs only if it is skipped.
 		_ = sdk.AddReceivingCustomMethod(srv, method, func(context.Context, *sdk.ServerSession, *taskParams) (*rawResult, error) {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "tasks are served by the middleware"}
@@ -225,15 +225,7 @@ func (m *taskManager) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 			if err != nil {
 				return res, err
 			}
-			return &augmented{Result: res, add: func(v map[string]any) {
-				caps, _ := v["capabilities"].(map[string]any)
-				if caps == nil {
-					caps = map[string]any{}
-					v["capabilities"] = caps
-				}
-				caps["tasks"] = map[string]any{"list": map[string]any{}, "cancel": map[string]any{},
-					"requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}}}
-			}}, nil
+			return &augmented{Result: res, add: addTasksCapability}, nil
 		case "tools/list":
 			res, err := next(ctx, method, req)
 			if err != nil || modernRequest(req) {
@@ -242,14 +234,7 @@ func (m *taskManager) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 				// resultType and cache fields).
 				return res, err
 			}
-			return &augmented{Result: res, add: func(v map[string]any) {
-				tools, _ := v["tools"].([]any)
-				for _, t := range tools {
-					if tm, ok := t.(map[string]any); ok && taskTools[fmt.Sprint(tm["name"])] {
-						tm["execution"] = map[string]any{"taskSupport": "optional"}
-					}
-				}
-			}}, nil
+			return &augmented{Result: res, add: addTaskSupport}, nil
 		case "tools/call":
 			call, ok := req.(*sdk.CallToolRequest)
 			if !ok || call.Params == nil || !taskTools[call.Params.Name] {
@@ -288,6 +273,31 @@ func (m *taskManager) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 		return next(ctx, method, req)
 	}
 }
+
+// addTasksCapability declares the 2025-era tasks in an initialize result.
+func addTasksCapability(v map[string]any) {
+	caps, _ := v["capabilities"].(map[string]any)
+	if caps == nil {
+		caps = map[string]any{}
+		v["capabilities"] = caps
+	}
+	caps["tasks"] = map[string]any{"list": map[string]any{}, "cancel": map[string]any{},
+		"requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}}}
+}
+
+// addTaskSupport marks the tools that may run as tasks in a 2025-era
+// tools/list result.
+func addTaskSupport(v map[string]any) {
+	tools, _ := v["tools"].([]any)
+	for _, t := range tools {
+		if tm, ok := t.(map[string]any); ok && taskTools[fmt.Sprint(tm["name"])] {
+			tm["execution"] = map[string]any{"taskSupport": "optional"}
+		}
+	}
+}
+
+// tasksMethods are the methods of the tasks surface, of both eras.
+var tasksMethods = []string{"tasks/get", "tasks/result", "tasks/list", "tasks/cancel", "tasks/update"}
 
 // modernRequest reports whether req is of the 2026-07-28 era (its _meta
 // carries the protocol version).
@@ -467,8 +477,8 @@ func (m *taskManager) serve(ctx context.Context, method string, c caller, p *tas
 	return &rawResult{fields: f}, nil
 }
 
-// list answers tasks/list: the owner's tasks a page at a time, in id
-// order, the cursor being the last id of the page before.
+// list answers tasks/list: the owner's 2025-era tasks a page at a time,
+// in id order, the cursor being the last id of the page before.
 func (m *taskManager) list(ctx context.Context, owner, cursor string) (sdk.Result, error) {
 	const page = 50
 	now := m.s.relay.Clock().Now()
@@ -482,8 +492,8 @@ func (m *taskManager) list(ctx context.Context, owner, cursor string) (sdk.Resul
 		for _, r := range rs {
 			after = r.ID
 			rec, err := decodeTask(r)
-			if err != nil || rec.expired(now) {
-				continue
+			if err != nil || rec.expired(now) || rec.Era != era2025 {
+				continue // tasks/list is of the 2025 era: its tasks only
 			}
 			tasks = append(tasks, rec.wire(false))
 			if len(tasks) == page {

@@ -43,6 +43,11 @@ func ServeStdio(ctx context.Context, b Backend, in io.Reader, out io.Writer) err
 	}
 	defer raw.Close()
 	r := newRouter(raw)
+	if l, ok := b.(interface {
+		taskListen() func(context.Context, *router, *jsonrpc.Request, *listenRequest)
+	}); ok {
+		r.onListen = l.taskListen()
+	}
 	legacy, err := srv.Connect(ctx, r.legacy, nil)
 	if err != nil {
 		return fmt.Errorf("mcp stdio: %w", err)
@@ -111,6 +116,15 @@ func (b *localBackend) server(ctx context.Context) (*sdk.Server, func(), error) 
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = b.s.Run(wctx) }()
 	return b.s.SDK(), func() { cancel(); wg.Wait() }, nil
+}
+
+// taskListen serves the 2026-era listens for task ids, when the server
+// has tasks.
+func (b *localBackend) taskListen() func(context.Context, *router, *jsonrpc.Request, *listenRequest) {
+	if b.s.tasks == nil {
+		return nil
+	}
+	return b.s.tasks.serveListenStdio
 }
 
 func (b *localBackend) serve(ctx context.Context, r *router) {

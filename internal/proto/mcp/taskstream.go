@@ -15,7 +15,8 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/core"
 )
 
-// Task status notifications over Streamable HTTP, for the tasks a caller
+// Task status notifications over Streamable HTTP (and the 2026 listen on
+// stdio), for the tasks a caller
 // owns (tasks belong to the credential and agent that made them, not to
 // one session, so a session opened after a restart of the hub hears of
 // the tasks made before it):
@@ -32,7 +33,9 @@ import (
 //     (the caller's own; others are left out as if they did not exist),
 //     then notifications/tasks (the DetailedTask, as tasks/get gives it)
 //     carries the current state of each and every later change, until the
-//     host ends the stream. Such a listen agrees to task ids only.
+//     host ends the stream. Such a listen agrees to task ids only. On
+//     stdio (an embedded hub) the router hands such a listen to the same
+//     code, and its cancellation ends it.
 
 // metaSubscriptionID is the _meta key naming a listen stream.
 const metaSubscriptionID = "io.modelcontextprotocol/subscriptionId"
@@ -234,28 +237,24 @@ func taskListen(r *http.Request, maxBody int64) (*http.Request, *listenRequest) 
 	return r, &lr
 }
 
-// serveListen serves a 2026-era subscriptions/listen asking for task ids
-// (see the comment at the top of this file).
-func (m *taskManager) serveListen(w http.ResponseWriter, r *http.Request, lr *listenRequest) {
-	var raw any
-	_ = json.Unmarshal(lr.ID, &raw)
-	id, err := jsonrpc.MakeID(raw)
-	if err != nil || !id.IsValid() {
-		http.Error(w, "bad request id", http.StatusBadRequest)
-		return
-	}
-	if !declaresTasks(lr.Params.Meta) {
-		data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{TasksExtension: map[string]any{}}}})
-		writeJSONRPC(w, &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: CodeMissingCapability,
-			Message: "Missing required client capability: " + TasksExtension, Data: data}})
-		return
-	}
-	ctx := r.Context()
-	owner := ownerOf(m.s.requestCaller(r))
+// missingTasksCapability is the -32021 error of a host that did not
+// declare the tasks extension.
+func missingTasksCapability() *jsonrpc.Error {
+	data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{TasksExtension: map[string]any{}}}})
+	return &jsonrpc.Error{Code: CodeMissingCapability, Message: "Missing required client capability: " + TasksExtension, Data: data}
+}
+
+// listen serves a 2026-era subscriptions/listen asking for the task ids
+// of c (see the comment at the top of this file), writing its
+// notifications with send, until ctx ends (the host ended the listen:
+// false) or the server stops (true: the listen ends with its result).
+// Over one listen it agrees to at most 100 tasks.
+func (m *taskManager) listen(ctx context.Context, c caller, subID any, ids []string, send func(taskNote) error) bool {
+	owner := ownerOf(c)
 	l := &taskListener{owner: owner, era: era2026, ids: map[string]bool{}, ch: make(chan taskNote, 32)}
 	agreed := []string{}
 	var current []*taskRecord
-	for _, tid := range lr.Params.Notifications.TaskIDs {
+	for _, tid := range ids {
 		if l.ids[tid] || len(agreed) >= 100 {
 			continue
 		}
@@ -269,7 +268,54 @@ func (m *taskManager) serveListen(w http.ResponseWriter, r *http.Request, lr *li
 	}
 	remove := m.listeners.add(l)
 	defer remove()
-	subID := id.Raw()
+	if send(taskNote{method: "notifications/subscriptions/acknowledged", params: map[string]any{
+		"notifications": map[string]any{"taskIds": agreed}, "_meta": map[string]any{metaSubscriptionID: subID}}}) != nil {
+		return false
+	}
+	if len(agreed) == 0 {
+		return true // nothing to listen to: the listen ends at once
+	}
+	// The state now of each task, then every change: a task that ended
+	// between the host's last poll and this listen is not missed.
+	for _, rec := range current {
+		if send(taskNote{method: "notifications/tasks", params: rec.wire(true)}) != nil {
+			return false
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-m.ctx.Done():
+			return true
+		case n := <-l.ch:
+			if send(n) != nil {
+				return false
+			}
+		}
+	}
+}
+
+// listenResult is the result ending a listen the server ended.
+func listenResult(id jsonrpc.ID) *jsonrpc.Response {
+	res, _ := json.Marshal(map[string]any{"resultType": "complete", "_meta": map[string]any{metaSubscriptionID: id.Raw()}})
+	return &jsonrpc.Response{ID: id, Result: res}
+}
+
+// serveListen serves a 2026-era subscriptions/listen asking for task ids
+// over HTTP, as an event stream.
+func (m *taskManager) serveListen(w http.ResponseWriter, r *http.Request, lr *listenRequest) {
+	var raw any
+	_ = json.Unmarshal(lr.ID, &raw)
+	id, err := jsonrpc.MakeID(raw)
+	if err != nil || !id.IsValid() {
+		http.Error(w, "bad request id", http.StatusBadRequest)
+		return
+	}
+	if !declaresTasks(lr.Params.Meta) {
+		writeJSONRPC(w, &jsonrpc.Response{ID: id, Error: missingTasksCapability()})
+		return
+	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
@@ -279,37 +325,38 @@ func (m *taskManager) serveListen(w http.ResponseWriter, r *http.Request, lr *li
 		}
 		return http.NewResponseController(w).Flush()
 	}
-	ack, _ := noteEvent(taskNote{method: "notifications/subscriptions/acknowledged", params: map[string]any{
-		"notifications": map[string]any{"taskIds": agreed}, "_meta": map[string]any{metaSubscriptionID: subID}}})
-	if write(ack) != nil {
+	send := func(n taskNote) error {
+		b, err := noteEvent(n)
+		if err != nil {
+			return err
+		}
+		return write(b)
+	}
+	if !m.listen(r.Context(), m.s.requestCaller(r), id.Raw(), lr.Params.Notifications.TaskIDs, send) {
 		return
 	}
-	// The state now of each task, then every change: a task that ended
-	// between the host's last poll and this listen is not missed.
-	for _, rec := range current {
-		b, _ := noteEvent(taskNote{method: "notifications/tasks", params: rec.wire(true)})
-		if write(b) != nil {
-			return
-		}
-	}
-	if len(agreed) > 0 {
-		for done := false; !done; {
-			select {
-			case <-ctx.Done():
-				return // the host ended the stream
-			case <-m.ctx.Done():
-				done = true // the server stops: the listen ends with its result
-			case n := <-l.ch:
-				b, err := noteEvent(n)
-				if err == nil && write(b) != nil {
-					return
-				}
-			}
-		}
-	}
-	res, _ := json.Marshal(map[string]any{"resultType": "complete", "_meta": map[string]any{metaSubscriptionID: subID}})
-	b, _ := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Result: res})
+	b, _ := jsonrpc.EncodeMessage(listenResult(id))
 	_ = write(append(append([]byte("event: message\ndata: "), b...), '\n', '\n'))
+}
+
+// serveListenStdio serves a 2026-era subscriptions/listen asking for task
+// ids on a stdio connection, for the server's own caller, until ctx ends
+// (the host cancelled it, or left).
+func (m *taskManager) serveListenStdio(ctx context.Context, r *router, req *jsonrpc.Request, lr *listenRequest) {
+	if !declaresTasks(lr.Params.Meta) {
+		_ = r.raw.Write(ctx, &jsonrpc.Response{ID: req.ID, Error: missingTasksCapability()})
+		return
+	}
+	send := func(n taskNote) error {
+		b, err := json.Marshal(n.params)
+		if err != nil {
+			return err
+		}
+		return r.raw.Write(ctx, &jsonrpc.Request{Method: n.method, Params: b})
+	}
+	if m.listen(ctx, m.s.callerOf(nil), req.ID.Raw(), lr.Params.Notifications.TaskIDs, send) {
+		_ = r.raw.Write(ctx, listenResult(req.ID))
+	}
 }
 
 // writeJSONRPC answers a POST with one JSON-RPC message.

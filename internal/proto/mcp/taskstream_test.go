@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
 	mcpadapter "github.com/switchboard-hub/switchboard/internal/proto/mcp"
@@ -221,5 +223,71 @@ func TestTaskStatusListen2026(t *testing.T) {
 	sc2, _ := p["result"].(map[string]any)["structuredContent"].(map[string]any)
 	if n["method"] != "notifications/tasks" || p["taskId"] != id || p["status"] != mcpadapter.TaskCompleted || sc2["outcome"] != "reply" {
 		t.Fatalf("completion = %v", n)
+	}
+}
+
+// TestTaskStatusListenStdio: a 2026-07-28 host of an embedded hub on
+// stdio listens for its task with subscriptions/listen and hears the
+// current state and then the completion; without the extension the
+// listen is refused -32021.
+func TestTaskStatusListenStdio(t *testing.T) {
+	h, base := hubtest.Start(t, hub.Options{Dev: true})
+	release := make(chan struct{})
+	startWorker(t, base, "slowpoke", nil, nil, release, 0)
+	host := startHost(t, mcpadapter.Local(h.Relay, mcpadapter.Options{Caller: core.DevPrincipal(), Records: h.Store,
+		Logger: slog.New(slog.DiscardHandler)}))
+	meta := func(withTasks bool) map[string]any {
+		caps := map[string]any{}
+		if withTasks {
+			caps["extensions"] = map[string]any{mcpadapter.TasksExtension: map[string]any{}}
+		}
+		return map[string]any{"io.modelcontextprotocol/protocolVersion": mcpadapter.StatelessVersion,
+			"io.modelcontextprotocol/clientInfo": map[string]any{"name": "raw-host", "version": "1"}, "io.modelcontextprotocol/clientCapabilities": caps}
+	}
+	sent := host.request("tools/call", map[string]any{"name": "send_message", "arguments": map[string]any{"to": "slowpoke", "text": "work"},
+		"_meta": meta(false)})["structuredContent"].(map[string]any)
+	created := host.request("tools/call", map[string]any{"name": "wait_for_reply", "arguments": map[string]any{"message_id": sent["message_id"]},
+		"_meta": meta(true)})
+	id, _ := created["taskId"].(string)
+	if created["resultType"] != "task" || id == "" {
+		t.Fatalf("CreateTaskResult = %v", created)
+	}
+	listen := func(withTasks bool) map[string]any {
+		return map[string]any{"notifications": map[string]any{"taskIds": []string{id, "nope"}}, "_meta": meta(withTasks)}
+	}
+	if e := host.errorOf("subscriptions/listen", listen(false)); e["code"] != float64(mcpadapter.CodeMissingCapability) {
+		t.Fatalf("listen without the extension: %v", e)
+	}
+	host.send(map[string]any{"jsonrpc": "2.0", "id": 900, "method": "subscriptions/listen", "params": listen(true)})
+	next := func(method string) map[string]any {
+		t.Helper()
+		for {
+			select {
+			case m := <-host.notes:
+				if m["method"] == method {
+					return m["params"].(map[string]any)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("no %s within 30 s", method)
+			}
+		}
+	}
+	ack := next("notifications/subscriptions/acknowledged")
+	if ids := ack["notifications"].(map[string]any)["taskIds"].([]any); len(ids) != 1 || ids[0] != id {
+		t.Fatalf("acknowledgement = %v", ack)
+	}
+	if n := next("notifications/tasks"); n["taskId"] != id || n["status"] != mcpadapter.TaskWorking {
+		t.Fatalf("current state = %v", n)
+	}
+	close(release)
+	n := next("notifications/tasks")
+	sc, _ := n["result"].(map[string]any)["structuredContent"].(map[string]any)
+	if n["taskId"] != id || n["status"] != mcpadapter.TaskCompleted || sc["outcome"] != "reply" {
+		t.Fatalf("completion = %v", n)
+	}
+	// The host ends the listen; the connection goes on.
+	host.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": map[string]any{"requestId": 900, "_meta": meta(true)}})
+	if got := host.request("tasks/get", map[string]any{"taskId": id, "_meta": meta(true)}); got["status"] != mcpadapter.TaskCompleted {
+		t.Fatalf("tasks/get = %v", got)
 	}
 }

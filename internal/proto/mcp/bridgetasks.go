@@ -30,7 +30,8 @@ import (
 //   - 2026-07-28: each request (a tools/call of send_message or
 //     wait_for_reply declaring the extension, tasks/get, tasks/update,
 //     tasks/cancel) is posted as it came, sessionless, so a restart of the
-//     hub is not even seen.
+//     hub is not even seen; a subscriptions/listen for task ids too, its
+//     event stream written to the host until the host cancels it.
 //   - 2025-11-25: the bridge holds a session of that era with the hub for
 //     the host's tasks (tools/call with params.task, tasks/get,
 //     tasks/result, tasks/list, tasks/cancel); when the hub has forgotten
@@ -396,4 +397,64 @@ func (h *hubTasks) forward(ctx context.Context, era, method string, params map[s
 		return nil, protocolError(err)
 	}
 	return &rawResult{fields: res}, nil
+}
+
+// taskListen carries the host's 2026-era listens for task ids to the hub
+// (which serves them as an event stream), when the hub has tasks.
+func (b *remoteBackend) taskListen() func(context.Context, *router, *jsonrpc.Request, *listenRequest) {
+	if b.tasks == nil {
+		return nil
+	}
+	return b.tasks.listenStdio
+}
+
+// listenStdio posts the host's listen to the hub and writes what the
+// stream brings to the host (the notifications, then the result if the
+// hub ends the listen) until ctx ends (the host cancelled it, or left).
+func (h *hubTasks) listenStdio(ctx context.Context, r *router, req *jsonrpc.Request, lr *listenRequest) {
+	fail := func(err error) {
+		_ = r.raw.Write(ctx, &jsonrpc.Response{ID: req.ID, Error: protocolError(err)})
+	}
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": req.Method, "params": req.Params})
+	if err != nil {
+		fail(err)
+		return
+	}
+	resp, err := h.do(ctx, era2026, "", req.Method, nil, body)
+	if err != nil {
+		if ctx.Err() == nil {
+			fail(err)
+		}
+		return
+	}
+	defer resp.Body.Close()
+	stop := context.AfterFunc(ctx, func() { resp.Body.Close() })
+	defer stop()
+	var lines *bufio.Scanner
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		lines = bufio.NewScanner(resp.Body)
+	} else { // an error, as JSON
+		lines = bufio.NewScanner(io.LimitReader(resp.Body, 1<<20))
+	}
+	lines.Buffer(nil, 16<<20)
+	for lines.Scan() {
+		d := strings.TrimPrefix(lines.Text(), "data: ")
+		msg, err := jsonrpc.DecodeMessage([]byte(d))
+		if err != nil {
+			continue
+		}
+		switch m := msg.(type) {
+		case *jsonrpc.Request:
+			if err := r.raw.Write(ctx, m); err != nil {
+				return
+			}
+		case *jsonrpc.Response:
+			m.ID = req.ID // the host's id
+			_ = r.raw.Write(ctx, m)
+			return
+		}
+	}
+	if ctx.Err() == nil {
+		fail(fmt.Errorf("the hub ended the listen (%d)", resp.StatusCode))
+	}
 }

@@ -1,6 +1,7 @@
 package mcp_test
 
 import (
+	"encoding/json"
 	"io"
 	"log"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"net/url"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
@@ -112,7 +114,7 @@ func TestTasksThroughBridge(t *testing.T) {
 		t.Fatalf("carol's answer: %d", code)
 	}
 	res := host.request("tasks/result", map[string]any{"taskId": id})
-	if sc := res["structuredContent"].(map[string]any); sc["outcome"] != "reply" || sc["reply"].(map[string]any)["text"] != "looks good" {
+	if sc, _ := res["structuredContent"].(map[string]any); sc["outcome"] != "reply" || sc["reply"].(map[string]any)["text"] != "looks good" {
 		t.Fatalf("tasks/result = %v", res)
 	}
 	host.taskNote(id, mcpadapter.TaskCompleted)
@@ -120,6 +122,58 @@ func TestTasksThroughBridge(t *testing.T) {
 	if got := host.request("tasks/get", map[string]any{"taskId": modernID, "_meta": modernMeta}); got["resultType"] != "complete" || got["taskId"] != modernID {
 		t.Fatalf("2026 tasks/get = %v", got)
 	}
+
+	// 2026 listen through the bridge: the send task completes when carol
+	// takes the message.
+	host.send(map[string]any{"jsonrpc": "2.0", "id": 900, "method": "subscriptions/listen", "params": map[string]any{
+		"notifications": map[string]any{"taskIds": []string{modernID}}, "_meta": modernMeta}})
+	next := func(method string) map[string]any {
+		t.Helper()
+		for {
+			select {
+			case m := <-host.notes:
+				if m["method"] == method {
+					return m["params"].(map[string]any)
+				}
+			case <-time.After(30 * time.Second):
+				g := host.request("tasks/get", map[string]any{"taskId": modernID, "_meta": modernMeta})
+				t.Fatalf("no %s within 30 s (task %v)", method, g)
+			}
+		}
+	}
+	if ack := next("notifications/subscriptions/acknowledged"); len(ack["notifications"].(map[string]any)["taskIds"].([]any)) != 1 {
+		t.Fatalf("acknowledgement through the bridge = %v", ack)
+	}
+	if n := next("notifications/tasks"); n["taskId"] != modernID || n["status"] != mcpadapter.TaskWorking {
+		t.Fatalf("current state through the bridge = %v", n)
+	}
+	// The task sends in the background (again, after the restart): pull
+	// until its message is there.
+	waitFor(t, "carol to pull the 2026 task's message", func() bool {
+		var pulled struct {
+			Messages []struct {
+				Payload struct{ Text string }
+			}
+		}
+		req, _ := http.NewRequest(http.MethodGet, base2+"/atp/pending/carol", nil)
+		req.Header.Set("Authorization", "Bearer "+carol)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		_ = json.NewDecoder(resp.Body).Decode(&pulled)
+		for _, m := range pulled.Messages {
+			if m.Payload.Text == "second" {
+				return true
+			}
+		}
+		return false
+	})
+	if n := next("notifications/tasks"); n["taskId"] != modernID || n["status"] != mcpadapter.TaskCompleted || n["result"] == nil {
+		t.Fatalf("completion through the bridge = %v", n)
+	}
+	host.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": map[string]any{"requestId": 900, "_meta": modernMeta}})
 
 	// Scoped to the caller: bob's bridge finds none of alice's tasks.
 	bobs := bridge(bob)

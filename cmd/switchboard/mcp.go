@@ -30,7 +30,9 @@ may send server/discover (2026-07-28) and then initialize.
 
 By default it bridges to a running hub's Streamable HTTP endpoint (/mcp):
 the hub's tools, resources and prompts are mirrored and every call is
-forwarded with its progress, cancellation and errors. With --embedded it
+forwarded with its progress, cancellation and errors; MCP tasks (get,
+list, cancel, result, status notifications) are carried to the hub, which
+keeps them across its restarts. With --embedded it
 runs a hub in this process instead (its store in --data) and serves MCP
 over it; the hub also listens on --addr so that other agents can register
 and answer (use --addr "" for no listener). The embedded hub has auth on

@@ -81,11 +81,22 @@ func (s *Server) Handler() http.Handler {
 	bounded := newSessionBound(s.srv, s.opt.MaxSessions, s.opt.MaxSessionsPerCaller).wrap(stateful)
 	byEra := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Mcp-Protocol-Version") >= StatelessVersion {
+			if s.tasks != nil && r.Method == http.MethodPost {
+				var lr *listenRequest
+				if r, lr = taskListen(r, maxBody); lr != nil {
+					s.tasks.serveListen(w, r, lr)
+					return
+				}
+			}
 			stateless.ServeHTTP(w, r)
 			return
 		}
-		if s.tasks != nil && r.Method == http.MethodPost {
+		switch {
+		case s.tasks != nil && r.Method == http.MethodPost:
 			r = liftTaskBody(r, maxBody)
+		case s.tasks != nil && r.Method == http.MethodGet && r.Header.Get("Mcp-Session-Id") != "":
+			s.tasks.serveStandalone(w, r, bounded)
+			return
 		}
 		bounded.ServeHTTP(w, r)
 	})

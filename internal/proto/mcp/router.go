@@ -52,6 +52,13 @@ type router struct {
 	initialized chan struct{}
 	initOnce    sync.Once
 	initParams  json.RawMessage
+
+	// onListen, when set, serves the 2026-era subscriptions/listen
+	// requests that ask for task ids (the SDK's session does not know the
+	// field); listens maps those in progress to their cancellation.
+	onListen func(ctx context.Context, r *router, req *jsonrpc.Request, lr *listenRequest)
+	listens  map[string]context.CancelFunc
+	listenWG sync.WaitGroup
 }
 
 type outgoing struct {
@@ -60,7 +67,8 @@ type outgoing struct {
 }
 
 func newRouter(raw sdk.Connection) *router {
-	r := &router{raw: raw, out: map[string]outgoing{}, in: map[string]*virtConn{}, initialized: make(chan struct{})}
+	r := &router{raw: raw, out: map[string]outgoing{}, in: map[string]*virtConn{}, initialized: make(chan struct{}),
+		listens: map[string]context.CancelFunc{}}
 	r.legacy = &virtConn{r: r, name: "sessions", msgs: make(chan jsonrpc.Message, 16), done: make(chan struct{})}
 	r.modern = &virtConn{r: r, name: "2026-07-28", msgs: make(chan jsonrpc.Message, 16), done: make(chan struct{})}
 	return r
@@ -71,10 +79,14 @@ func newRouter(raw sdk.Connection) *router {
 func (r *router) run(ctx context.Context) {
 	defer r.legacy.end()
 	defer r.modern.end()
+	defer r.listenWG.Wait()
 	for {
 		msg, err := r.raw.Read(ctx)
 		if err != nil {
 			return
+		}
+		if req, ok := msg.(*jsonrpc.Request); ok && r.takeListen(ctx, req) {
+			continue
 		}
 		to, msg := r.route(msg)
 		if to == nil {
@@ -90,6 +102,55 @@ func (r *router) run(ctx context.Context) {
 			r.initOnce.Do(func() { close(r.initialized) })
 		}
 	}
+}
+
+// takeListen serves req if it is a subscriptions/listen asking for task
+// ids (see onListen), or the cancellation of one.
+func (r *router) takeListen(ctx context.Context, req *jsonrpc.Request) bool {
+	if r.onListen == nil {
+		return false
+	}
+	if req.Method == "notifications/cancelled" {
+		var p struct {
+			RequestID any `json:"requestId"`
+		}
+		if json.Unmarshal(req.Params, &p) != nil || p.RequestID == nil {
+			return false
+		}
+		id, err := jsonrpc.MakeID(p.RequestID)
+		if err != nil {
+			return false
+		}
+		r.mu.Lock()
+		cancel, ok := r.listens[idKey(id)]
+		r.mu.Unlock()
+		if ok {
+			cancel()
+		}
+		return ok
+	}
+	if !req.IsCall() || req.Method != "subscriptions/listen" || !modernMeta(req.Params) {
+		return false
+	}
+	var lr listenRequest
+	if json.Unmarshal(req.Params, &lr.Params) != nil || lr.Params.Notifications.TaskIDs == nil {
+		return false
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	key := idKey(req.ID)
+	r.mu.Lock()
+	r.listens[key] = cancel
+	r.mu.Unlock()
+	r.listenWG.Add(1)
+	go func() {
+		defer r.listenWG.Done()
+		defer cancel()
+		r.onListen(lctx, r, req, &lr)
+		r.mu.Lock()
+		delete(r.listens, key)
+		r.mu.Unlock()
+	}()
+	return true
 }
 
 func idKey(id jsonrpc.ID) string { return fmt.Sprintf("%T:%v", id.Raw(), id.Raw()) }

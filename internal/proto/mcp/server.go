@@ -56,6 +56,12 @@ type Options struct {
 	// ProgressEvery is the interval of wait_for_reply's progress
 	// notifications [1s].
 	ProgressEvery time.Duration
+	// WaitPoll bounds the gap between the fallback polls of a wait
+	// (wait_for_reply, check_inbox, the tasks), which see what other hub
+	// instances changed: the first comes WaitPoll/8 after the start, each
+	// next one twice as far apart up to WaitPoll. Changes on this
+	// instance wake a wait at once [2s].
+	WaitPoll time.Duration
 	// SessionTimeout closes idle Streamable HTTP sessions [1h].
 	SessionTimeout time.Duration
 	// MaxSessions bounds the Streamable HTTP sessions held at once, for
@@ -101,6 +107,7 @@ func (o *Options) defaults() {
 	def(&o.DefaultWait, 30*time.Second)
 	def(&o.MaxWait, 10*time.Minute)
 	def(&o.ProgressEvery, time.Second)
+	def(&o.WaitPoll, 2*time.Second)
 	def(&o.SessionTimeout, time.Hour)
 	if o.MaxSessions == 0 {
 		o.MaxSessions = DefaultMaxSessions

@@ -43,6 +43,11 @@ func ServeStdio(ctx context.Context, b Backend, in io.Reader, out io.Writer) err
 	}
 	defer raw.Close()
 	r := newRouter(raw)
+	if l, ok := b.(interface {
+		taskListen() func(context.Context, *router, *jsonrpc.Request, *listenRequest)
+	}); ok {
+		r.onListen = l.taskListen()
+	}
 	legacy, err := srv.Connect(ctx, r.legacy, nil)
 	if err != nil {
 		return fmt.Errorf("mcp stdio: %w", err)
@@ -113,6 +118,15 @@ func (b *localBackend) server(ctx context.Context) (*sdk.Server, func(), error) 
 	return b.s.SDK(), func() { cancel(); wg.Wait() }, nil
 }
 
+// taskListen serves the 2026-era listens for task ids, when the server
+// has tasks.
+func (b *localBackend) taskListen() func(context.Context, *router, *jsonrpc.Request, *listenRequest) {
+	if b.s.tasks == nil {
+		return nil
+	}
+	return b.s.tasks.serveListenStdio
+}
+
 func (b *localBackend) serve(ctx context.Context, r *router) {
 	var wg sync.WaitGroup
 	if b.s.tasks != nil {
@@ -157,7 +171,8 @@ type RemoteOptions struct {
 func Remote(opt RemoteOptions) Backend { return &remoteBackend{opt: opt} }
 
 type remoteBackend struct {
-	opt RemoteOptions
+	opt   RemoteOptions
+	tasks *hubTasks // the hub's tasks, carried for the host (bridgetasks.go); nil if the hub has none
 
 	mu    sync.Mutex
 	local *sdk.Server
@@ -250,7 +265,14 @@ func (b *remoteBackend) server(ctx context.Context) (*sdk.Server, func(), error)
 		opts.Capabilities.Experimental = map[string]any{ChannelCapability: map[string]any{}}
 		opts.Instructions += "\n\n" + channelInstructions(b.opt.Agent)
 	}
+	if init != nil && init.Capabilities != nil && init.Capabilities.Extensions[TasksExtension] != nil {
+		b.tasks = newHubTasks(b.opt.URL, hc, version, b.logger())
+		opts.Capabilities.AddExtension(TasksExtension, nil)
+	}
 	local := sdk.NewServer(impl, opts)
+	if b.tasks != nil {
+		b.tasks.install(local)
+	}
 	b.mu.Lock()
 	b.local, b.cs = local, cs
 	b.mu.Unlock()
@@ -262,15 +284,24 @@ func (b *remoteBackend) server(ctx context.Context) (*sdk.Server, func(), error)
 }
 
 func (b *remoteBackend) serve(ctx context.Context, r *router) {
-	if b.opt.Agent == "" {
-		return
+	var wg sync.WaitGroup
+	if b.tasks != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); b.tasks.relayStatus(ctx, r) }()
 	}
-	log := b.opt.Logger
-	if log == nil {
-		log = slog.Default()
+	if b.opt.Agent != "" {
+		ch := &channel{inbox: &remoteInbox{cs: b.cs, agent: b.opt.Agent}, notify: r, log: b.logger()}
+		wg.Add(1)
+		go func() { defer wg.Done(); ch.run(ctx, r.Initialized()) }()
 	}
-	ch := &channel{inbox: &remoteInbox{cs: b.cs, agent: b.opt.Agent}, notify: r, log: log}
-	ch.run(ctx, r.Initialized())
+	wg.Wait()
+}
+
+func (b *remoteBackend) logger() *slog.Logger {
+	if b.opt.Logger == nil {
+		return slog.Default()
+	}
+	return b.opt.Logger
 }
 
 func (b *remoteBackend) localServer() *sdk.Server {

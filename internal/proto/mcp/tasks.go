@@ -26,13 +26,15 @@ import (
 //     execution.taskSupport; the answer is {"task": Task}; tasks/get,
 //     tasks/result (waits for the end, then the tool's result),
 //     tasks/list and tasks/cancel; notifications/tasks/status on each
-//     change (stdio).
+//     change (stdio, and the standalone SSE stream over HTTP).
 //   - 2026-07-28 (the io.modelcontextprotocol/tasks extension): the host
 //     declares the extension in the request's _meta client capabilities,
 //     the server decides: these two tools then answer a CreateTaskResult
 //     (resultType "task", the Task flat); tasks/get (the result inlined
 //     once completed), tasks/update, tasks/cancel; a tasks method from a
-//     host that did not declare the extension is refused -32021.
+//     host that did not declare the extension is refused -32021;
+//     notifications/tasks on a subscriptions/listen naming the task ids
+//     (over HTTP: taskstream.go).
 //
 // A task is a record in the relay's record store (kind mcp_task, indexed
 // by its owner): who asked (the principal and the agent it acts as), the
@@ -149,6 +151,9 @@ type taskManager struct {
 	cancel map[string]context.CancelFunc // tasks running here
 	ended  map[string]chan struct{}      // closed when the task ends (tasks/result waits)
 	notify notifier                      // 2025-era status notifications (stdio), or nil
+	// listeners are the HTTP streams hearing of status changes
+	// (taskstream.go).
+	listeners listeners
 }
 
 func newTaskManager(s *Server, store core.RecordStore) *taskManager {
@@ -159,7 +164,7 @@ func newTaskManager(s *Server, store core.RecordStore) *taskManager {
 
 // install registers the tasks methods and the middleware serving them.
 func (m *taskManager) install(srv *sdk.Server) {
-	for _, method := range []string{"tasks/get", "tasks/result", "tasks/list", "tasks/cancel", "tasks/update"} {
+	for _, method := range tasksMethods {
 		// Served by the middleware; the handler runs only if it is skipped.
 		_ = sdk.AddReceivingCustomMethod(srv, method, func(context.Context, *sdk.ServerSession, *taskParams) (*rawResult, error) {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "tasks are served by the middleware"}
@@ -220,15 +225,7 @@ func (m *taskManager) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 			if err != nil {
 				return res, err
 			}
-			return &augmented{Result: res, add: func(v map[string]any) {
-				caps, _ := v["capabilities"].(map[string]any)
-				if caps == nil {
-					caps = map[string]any{}
-					v["capabilities"] = caps
-				}
-				caps["tasks"] = map[string]any{"list": map[string]any{}, "cancel": map[string]any{},
-					"requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}}}
-			}}, nil
+			return &augmented{Result: res, add: addTasksCapability}, nil
 		case "tools/list":
 			res, err := next(ctx, method, req)
 			if err != nil || modernRequest(req) {
@@ -237,14 +234,7 @@ func (m *taskManager) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 				// resultType and cache fields).
 				return res, err
 			}
-			return &augmented{Result: res, add: func(v map[string]any) {
-				tools, _ := v["tools"].([]any)
-				for _, t := range tools {
-					if tm, ok := t.(map[string]any); ok && taskTools[fmt.Sprint(tm["name"])] {
-						tm["execution"] = map[string]any{"taskSupport": "optional"}
-					}
-				}
-			}}, nil
+			return &augmented{Result: res, add: addTaskSupport}, nil
 		case "tools/call":
 			call, ok := req.(*sdk.CallToolRequest)
 			if !ok || call.Params == nil || !taskTools[call.Params.Name] {
@@ -283,6 +273,31 @@ func (m *taskManager) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 		return next(ctx, method, req)
 	}
 }
+
+// addTasksCapability declares the 2025-era tasks in an initialize result.
+func addTasksCapability(v map[string]any) {
+	caps, _ := v["capabilities"].(map[string]any)
+	if caps == nil {
+		caps = map[string]any{}
+		v["capabilities"] = caps
+	}
+	caps["tasks"] = map[string]any{"list": map[string]any{}, "cancel": map[string]any{},
+		"requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}}}
+}
+
+// addTaskSupport marks the tools that may run as tasks in a 2025-era
+// tools/list result.
+func addTaskSupport(v map[string]any) {
+	tools, _ := v["tools"].([]any)
+	for _, t := range tools {
+		if tm, ok := t.(map[string]any); ok && taskTools[fmt.Sprint(tm["name"])] {
+			tm["execution"] = map[string]any{"taskSupport": "optional"}
+		}
+	}
+}
+
+// tasksMethods are the methods of the tasks surface, of both eras.
+var tasksMethods = []string{"tasks/get", "tasks/result", "tasks/list", "tasks/cancel", "tasks/update"}
 
 // modernRequest reports whether req is of the 2026-07-28 era (its _meta
 // carries the protocol version).
@@ -462,8 +477,8 @@ func (m *taskManager) serve(ctx context.Context, method string, c caller, p *tas
 	return &rawResult{fields: f}, nil
 }
 
-// list answers tasks/list: the owner's tasks a page at a time, in id
-// order, the cursor being the last id of the page before.
+// list answers tasks/list: the owner's 2025-era tasks a page at a time,
+// in id order, the cursor being the last id of the page before.
 func (m *taskManager) list(ctx context.Context, owner, cursor string) (sdk.Result, error) {
 	const page = 50
 	now := m.s.relay.Clock().Now()
@@ -477,8 +492,8 @@ func (m *taskManager) list(ctx context.Context, owner, cursor string) (sdk.Resul
 		for _, r := range rs {
 			after = r.ID
 			rec, err := decodeTask(r)
-			if err != nil || rec.expired(now) {
-				continue
+			if err != nil || rec.expired(now) || rec.Era != era2025 {
+				continue // tasks/list is of the 2025 era: its tasks only
 			}
 			tasks = append(tasks, rec.wire(false))
 			if len(tasks) == page {
@@ -578,8 +593,8 @@ func (m *taskManager) endedChan(id string) <-chan struct{} {
 	return ch
 }
 
-// changed tells the waiters and, for a 2025 task on stdio, the host that
-// rec's status changed.
+// changed tells the waiters, the HTTP streams listening and, for a 2025
+// task on stdio, the host that rec's status changed.
 func (m *taskManager) changed(rec *taskRecord) {
 	m.mu.Lock()
 	if rec.terminal() {
@@ -590,6 +605,9 @@ func (m *taskManager) changed(rec *taskRecord) {
 	}
 	n := m.notify
 	m.mu.Unlock()
+	if dropped := m.listeners.notify(rec); dropped > 0 {
+		m.s.opt.Logger.Warn("mcp: task status notification dropped for a slow stream", "task", rec.ID, "streams", dropped)
+	}
 	if n != nil && rec.Era == era2025 {
 		if err := n.Notify(m.ctx, "notifications/tasks/status", rec.wire(false)); err != nil {
 			m.s.opt.Logger.Debug("mcp: task status notification", "task", rec.ID, "err", err)

@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -120,8 +121,9 @@ type waitResult struct {
 type waiter interface {
 	// poll returns a result when the wait is over, nil otherwise.
 	poll(ctx context.Context) (*waitResult, error)
-	// wakes reports whether an event may end the wait.
-	wakes(e core.Event) bool
+	// watch calls wake (which must not block) whenever the relay of this
+	// instance may have changed what poll finds, until stop is called.
+	watch(wake func()) (stop func())
 	// describe is the progress message.
 	describe() string
 }
@@ -144,17 +146,35 @@ func progressOf(req *sdk.CallToolRequest) progress {
 	}
 }
 
-// wait polls w whenever a relevant relay event arrives (and at least every
-// ProgressEvery, which also catches what other hub instances changed),
-// reporting progress each interval, until w is done, timeout passes or
-// ctx ends.
+// A wait's fallback polls see what other hub instances changed on a
+// shared store (changes made on this instance wake it at once, see
+// waiter.watch): the first comes Options.WaitPoll/8 after the start or a
+// wake-up, each next one twice as far apart, up to Options.WaitPoll.
+const waitPollSteps = 8
+
+// wait polls w when the relay tells it something changed (and, as a
+// fallback bounded by Options.WaitPoll, now and then), reporting
+// progress every ProgressEvery when asked to, until w is done, timeout
+// passes or ctx ends.
 func (s *Server) wait(ctx context.Context, report progress, w waiter, timeout time.Duration) (*waitResult, error) {
-	events, stop := s.relay.Events().Subscribe(64)
+	wake := make(chan struct{}, 1)
+	stop := w.watch(func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	})
 	defer stop()
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
-	tick := time.NewTicker(s.opt.ProgressEvery)
-	defer tick.Stop()
+	var tick <-chan time.Time
+	if report != nil {
+		t := time.NewTicker(s.opt.ProgressEvery)
+		defer t.Stop()
+		tick = t.C
+	}
+	poll := core.NewPoll(s.opt.WaitPoll/waitPollSteps, s.opt.WaitPoll)
+	defer poll.Stop()
 	start := time.Now()
 	for {
 		r, err := w.poll(ctx)
@@ -168,18 +188,38 @@ func (s *Server) wait(ctx context.Context, report progress, w waiter, timeout ti
 				return nil, ctx.Err()
 			case <-deadline.C:
 				return &waitResult{WaitOutput: WaitOutput{Outcome: OutcomeTimeout}}, nil
-			case e := <-events:
-				if w.wakes(e) {
-					break idle
-				}
-			case <-tick.C:
-				if report != nil {
-					report(ctx, time.Since(start), timeout, w.describe())
-				}
+			case <-wake:
+				poll.Again()
 				break idle
+			case <-poll.C():
+				poll.Fired()
+				break idle
+			case <-tick:
+				report(ctx, time.Since(start), timeout, w.describe())
 			}
 		}
 	}
+}
+
+// watchQueue wakes a wait for messages to agent: the relay's events of
+// this instance that queue one.
+func (s *Server) watchQueue(agent string, wake func()) (stop func()) {
+	events, unsubscribe := s.relay.Events().Subscribe(64)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case e := <-events:
+				if e.Receiver == agent && (e.Type == core.EventAccepted || e.Type == core.EventReplayed) {
+					wake()
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { unsubscribe(); close(done) }) }
 }
 
 // resultWaiter waits for the answer to message id: a message correlated
@@ -221,8 +261,11 @@ func (w *resultWaiter) poll(ctx context.Context) (*waitResult, error) {
 	return nil, nil
 }
 
-func (w *resultWaiter) wakes(e core.Event) bool {
-	return e.CorrelationID == w.id || e.MessageID == w.id
+// watch wakes the wait when message id's receipt moves or a result
+// correlated to it arrives (the relay's own notification, which no
+// burst of other traffic can crowd out).
+func (w *resultWaiter) watch(wake func()) func() {
+	return w.s.relay.OnMessageEvent(w.id, func(string) { wake() })
 }
 
 func (w *resultWaiter) describe() string { return "waiting for the reply to " + w.id }
@@ -243,9 +286,7 @@ func (w *queueWaiter) poll(ctx context.Context) (*waitResult, error) {
 	return &waitResult{WaitOutput: WaitOutput{Outcome: OutcomeReply, Source: SourceMessage, Reply: &mv}, reply: m}, nil
 }
 
-func (w *queueWaiter) wakes(e core.Event) bool {
-	return e.Receiver == w.c.agentID && (e.Type == core.EventAccepted || e.Type == core.EventReplayed)
-}
+func (w *queueWaiter) watch(wake func()) func() { return w.s.watchQueue(w.c.agentID, wake) }
 
 func (w *queueWaiter) describe() string { return "waiting for a message to " + w.c.agentID }
 
@@ -327,9 +368,7 @@ func (w *inboxWaiter) poll(ctx context.Context) (*waitResult, error) {
 	return &waitResult{WaitOutput: WaitOutput{Outcome: OutcomeReply}}, nil
 }
 
-func (w *inboxWaiter) wakes(e core.Event) bool {
-	return e.Receiver == w.c.agentID && (e.Type == core.EventAccepted || e.Type == core.EventReplayed)
-}
+func (w *inboxWaiter) watch(wake func()) func() { return w.s.watchQueue(w.c.agentID, wake) }
 
 func (w *inboxWaiter) describe() string { return "waiting for a message to " + w.c.agentID }
 

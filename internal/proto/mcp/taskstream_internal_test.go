@@ -1,0 +1,33 @@
+package mcp
+
+import (
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// FuzzTaskListen checks that taskListen never panics, loses nothing of
+// the body (the SDK reads it next), and takes only a listen naming task
+// ids with a request id.
+func FuzzTaskListen(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"taskIds":["a"]}}}`,
+		`{"jsonrpc":"2.0","id":"x","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true}}}`,
+		`{"jsonrpc":"2.0","method":"subscriptions/listen","params":{"notifications":{"taskIds":[]}}}`,
+		`[{"jsonrpc":"2.0","id":1,"method":"tools/list"}]`, `{"id":null}`, ``,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		r := httptest.NewRequest("POST", "/mcp", strings.NewReader(body))
+		r2, lr := taskListen(r, 1<<10)
+		got, err := io.ReadAll(r2.Body)
+		if err != nil || string(got) != body {
+			t.Fatalf("body %q read back as %q, %v", body, got, err)
+		}
+		if lr != nil && (lr.Method != "subscriptions/listen" || lr.Params.Notifications.TaskIDs == nil || len(lr.ID) == 0) {
+			t.Fatalf("took %q", body)
+		}
+	})
+}

@@ -37,22 +37,23 @@ cleanup() {
 trap cleanup EXIT
 
 # pgcpu prints the CPU seconds (user+system) used so far by the cluster's
-# processes: the postmaster and its children.
+# processes: the postmaster, the children it has reaped (its cutime and
+# cstime: backends of connections already closed) and its live children.
+# A child that exits while it is read is skipped, not an error: other
+# processes come and go on a shared machine.
 pgcpu() {
-	local pm
+	local pm tck total=0 p stat f
 	pm=$(head -1 "$pgdir/postmaster.pid")
-	local tck
 	tck=$(getconf CLK_TCK)
-	awk -v pm="$pm" -v tck="$tck" '
-		FNR == 1 {
-			sub(/.*\) /, "")  # fields after the command name
-			split($0, f, " ")
-			# f[2] is the parent pid, f[12] utime, f[13] stime (fields 4, 14, 15 of stat)
-			if (pid == pm || f[2] == pm) total += f[12] + f[13]
-		}
-		FNR == 1 { pid = "" }
-		BEGINFILE { n = split(FILENAME, p, "/"); pid = p[3] }
-		END { printf "%.3f\n", total / tck }' /proc/[0-9]*/stat 2>/dev/null
+	for p in "$pm" $(pgrep -P "$pm"); do
+		stat=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+		# The fields after the command name, which may hold spaces:
+		# f[11] utime, f[12] stime, f[13] cutime, f[14] cstime (fields 14-17).
+		read -ra f <<<"${stat##*) }"
+		total=$((total + f[11] + f[12]))
+		if [ "$p" = "$pm" ]; then total=$((total + f[13] + f[14])); fi
+	done
+	awk -v t="$total" -v tck="$tck" 'BEGIN { printf "%.3f\n", t / tck }'
 }
 
 freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }

@@ -7,8 +7,9 @@
 # setups are interleaved, so a change in the shared machine's load hits
 # them alike. Prints one line per run: accepted/s, delivered/s, send p99,
 # the hubs' CPU per message and PostgreSQL's (its processes' user+system
-# time from /proc over the run, per accepted message), and the load
-# average.
+# time from /proc over the run, per accepted message), the transactions
+# PostgreSQL committed per accepted message (pg_stat_database), and the
+# load average.
 #
 #   scripts/bench-scaleout.sh [SECONDS] [ROUNDS] [LANES] [SETUPS] [PORT]
 #
@@ -56,6 +57,15 @@ pgcpu() {
 	awk -v t="$total" -v tck="$tck" 'BEGIN { printf "%.3f\n", t / tck }'
 }
 
+# commits prints the transactions committed so far in database $1 (0 for
+# none): PostgreSQL's statistics, which backends flush within a second or
+# so of going idle, hence the pause.
+commits() {
+	if [ -z "$1" ]; then echo 0; return; fi
+	sleep 1.5
+	psql -qtA "$base" -c "SELECT xact_commit FROM pg_stat_database WHERE datname = '$1'"
+}
+
 freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
 
 run=0
@@ -94,6 +104,7 @@ for round in $(seq 1 "$rounds"); do
 			list=$(IFS=,; echo "${hubs[*]}")
 			load=$(cut -d' ' -f1 /proc/loadavg)
 			pg0=$(pgcpu)
+			x0=$(commits "$db")
 			if ! out=$("$bin" bench --hubs "$list" --token "$token" --senders 64 --sender-agents "$l" --duration "${secs}s" --json --quiet 2>"$work/bench.err"); then
 				echo "$setup lanes $l: bench failed: $(tail -3 "$work/bench.err")"
 				for p in "${pids[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done
@@ -101,15 +112,17 @@ for round in $(seq 1 "$rounds"); do
 				continue
 			fi
 			pg1=$(pgcpu)
-			python3 - "$setup" "$l" "$load" "$pg0" "$pg1" "$out" <<'EOF'
+			x1=$(commits "$db")
+			python3 - "$setup" "$l" "$load" "$pg0" "$pg1" "$x0" "$x1" "$out" <<'EOF'
 import json, sys
-setup, lanes, load, pg0, pg1, out = sys.argv[1:]
+setup, lanes, load, pg0, pg1, x0, x1, out = sys.argv[1:]
 r = json.loads(out)
 acc = r["accepted"]
 pg = (float(pg1) - float(pg0)) / acc * 1e6 if acc and setup != "embedded" else 0
+tx = (int(x1) - int(x0)) / acc if acc and setup != "embedded" else 0
 print(f"{setup:8s} lanes {int(lanes):2d}: accepted {r['accepted_per_sec']:7.0f}/s delivered {r['delivered_per_sec']:7.0f}/s "
       f"send p50 {r['send_p50_ns']/1e6:6.1f} ms p99 {r['send_p99_ns']/1e6:6.1f} ms, "
-      f"CPU/msg hub {r.get('hub_cpu_per_message_ns', 0)/1e3:5.0f} us postgres {pg:5.0f} us, "
+      f"CPU/msg hub {r.get('hub_cpu_per_message_ns', 0)/1e3:5.0f} us postgres {pg:5.0f} us, commits/msg {tx:4.2f}, "
       f"errors {r['errors']}, duplicates {r['duplicate_deliveries']}, load {load}")
 EOF
 			for p in "${pids[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done

@@ -15,6 +15,9 @@
 #
 # LANES is a comma list of lane counts (sender agents × 1 receiver;
 # default 1,16), SETUPS of embedded, pg1, pg2, pg3 (default all but pg3).
+# With STATEMENTS=N in the environment the cluster loads
+# pg_stat_statements and each PostgreSQL run also prints its N most
+# frequent statements: calls and execution time per accepted message.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-8}
@@ -28,6 +31,13 @@ bin=$work/switchboard
 go build -o "$bin" ./cmd/switchboard
 pgdir=$work/pg
 base=$(PGTEST_FAST= scripts/postgres-test-server.sh start "$pgdir" "$port")
+statements=${STATEMENTS:-0}
+if [ "$statements" -gt 0 ]; then
+	scripts/postgres-test-server.sh stop "$pgdir" >/dev/null 2>&1
+	printf "shared_preload_libraries = 'pg_stat_statements'\npg_stat_statements.track = all\n" >>"$pgdir/postgresql.conf"
+	PGTEST_FAST= scripts/postgres-test-server.sh start "$pgdir" "$port" >/dev/null
+	psql -q "$base" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"
+fi
 token=sba_bench-admin-token
 pids=()
 cleanup() {
@@ -105,6 +115,7 @@ for round in $(seq 1 "$rounds"); do
 			load=$(cut -d' ' -f1 /proc/loadavg)
 			pg0=$(pgcpu)
 			x0=$(commits "$db")
+			if [ "$statements" -gt 0 ]; then psql -q "$base" -c "SELECT pg_stat_statements_reset()" >/dev/null; fi
 			if ! out=$("$bin" bench --hubs "$list" --token "$token" --senders 64 --sender-agents "$l" --duration "${secs}s" --json --quiet 2>"$work/bench.err"); then
 				echo "$setup lanes $l: bench failed: $(tail -3 "$work/bench.err")"
 				for p in "${pids[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done
@@ -125,6 +136,14 @@ print(f"{setup:8s} lanes {int(lanes):2d}: accepted {r['accepted_per_sec']:7.0f}/
       f"CPU/msg hub {r.get('hub_cpu_per_message_ns', 0)/1e3:5.0f} us postgres {pg:5.0f} us, commits/msg {tx:4.2f}, "
       f"errors {r['errors']}, duplicates {r['duplicate_deliveries']}, load {load}")
 EOF
+			if [ -n "$db" ] && [ "$statements" -gt 0 ]; then
+				acc=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["accepted"] or 1)' "$out")
+				psql -qtA -F ' | ' "$base" -c "SELECT round(calls::numeric / $acc, 3) AS calls_per_msg,
+					round((total_exec_time * 1000 / $acc)::numeric, 1) AS exec_us_per_msg,
+					left(regexp_replace(query, '\s+', ' ', 'g'), 100)
+					FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = '$db')
+					ORDER BY calls DESC LIMIT $statements" | sed 's/^/    /'
+			fi
 			for p in "${pids[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done
 			pids=()
 			if [ -n "$db" ]; then psql -q "$base" -c "DROP DATABASE $db" >/dev/null; fi

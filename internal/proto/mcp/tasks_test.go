@@ -105,15 +105,19 @@ func TestTasks2026(t *testing.T) {
 		t.Fatalf("tasks/get without the extension: %v", e)
 	}
 	// carol pulls it: delivered, and the task completes with the receipt.
-	var pulled struct{ Messages []map[string]any }
-	req, _ := http.NewRequest(http.MethodGet, base+"/atp/pending/carol", nil)
-	req.Header.Set("Authorization", "Bearer "+carol)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&pulled)
-	resp.Body.Close()
+	// The task sends in the background: pull until the message is there.
+	waitFor(t, "carol to pull the task's message", func() bool {
+		var pulled struct{ Messages []map[string]any }
+		req, _ := http.NewRequest(http.MethodGet, base+"/atp/pending/carol", nil)
+		req.Header.Set("Authorization", "Bearer "+carol)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		_ = json.NewDecoder(resp.Body).Decode(&pulled)
+		return len(pulled.Messages) > 0
+	})
 	done := pollTask(t, base, alice, sendTask)
 	result, _ := done["result"].(map[string]any)
 	sc, _ := result["structuredContent"].(map[string]any)

@@ -16,7 +16,8 @@ import (
 // lane's row lock through its own commit, so accepts to one lane ran one at
 // a time. Instead, concurrent accepts are gathered and stored by one
 // statement (acceptBatchSQL) in one implicit transaction: one round trip,
-// one commit, one update of each lane's count for the whole batch.
+// one commit for the whole batch, and a lane row written only when missing
+// (lanes.go: lanes hold no counters).
 //
 // acceptWorkers goroutines each take the next request and the ones queued
 // behind it (up to maxAcceptBatch), so while one batch commits the next

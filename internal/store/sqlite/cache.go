@@ -91,13 +91,6 @@ func (c *msgCache) drop(ids ...string) {
 	c.mu.Unlock()
 }
 
-// held is the bytes the cache holds.
-func (c *msgCache) held() int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.bytes
-}
-
 func (c *msgCache) forgetLocked(id string, e cached) {
 	delete(c.m, id)
 	c.bytes -= e.size

@@ -3,11 +3,14 @@
 // `switchboard serve` (auth off, embedded store in a fresh directory, the
 // given extra flags), registers -receivers pull receivers that never pull,
 // sends -n messages of -size bytes from -senders concurrent senders (each
-// send retried on 429/503/507 after its Retry-After, up to -retries times),
+// send retried on 429/503/507 after its Retry-After, up to -retries times;
+// any other refusal, such as 413 for a -size above the hub's --max-body,
+// is given up at once),
 // and reports the hub's resident memory (VmRSS, and its peak VmHWM) before
 // and after, from /proc. Linux only.
 //
 //	go run ./scripts/memory-bench -n 656 -size 972800 -- --memory-budget 256MiB
+//	go run ./scripts/memory-bench -n 1024 -size 1048576 -- --max-body 2097152 --memory-budget 256MiB
 package main
 
 import (
@@ -142,7 +145,11 @@ func main() {
 					if attempt == 0 {
 						refusedOnce.Add(1)
 					}
-					if attempt >= *retries {
+					// Only a refusal for want of room is worth retrying;
+					// anything else (413: -size above the hub's --max-body)
+					// will be refused again.
+					retryable := code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable || code == http.StatusInsufficientStorage
+					if !retryable || attempt >= *retries {
 						gaveUp.Add(1)
 						break
 					}
@@ -161,8 +168,8 @@ func main() {
 		return true
 	})
 	mib := func(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
-	fmt.Printf("flags %v: %d × %d B to %d receivers by %d senders in %v: accepted %d (%s of payload), answers %s, gave up %d\n",
-		extra, *n, *size, *receivers, *senders, took.Round(time.Millisecond), accepted.Load(), mib(accepted.Load()*int64(*size)), strings.Join(answers, " "), gaveUp.Load())
+	fmt.Printf("flags %v: %d × %d B to %d receivers by %d senders in %v: accepted %d (%s of payload), answers %s, refused at the first try %d, gave up %d\n",
+		extra, *n, *size, *receivers, *senders, took.Round(time.Millisecond), accepted.Load(), mib(accepted.Load()*int64(*size)), strings.Join(answers, " "), refusedOnce.Load(), gaveUp.Load())
 	fmt.Printf("hub RSS before %s, after %s (growth %s), peak %s (peak growth %s)\n", mib(before), mib(after), mib(after-before), mib(peak), mib(peak-before))
 	if resp, err := http.Get(base + "/metrics"); err == nil {
 		b, _ := io.ReadAll(resp.Body)

@@ -187,7 +187,7 @@ func TestRunOpenLoop(t *testing.T) {
 		proxy := httputil.NewSingleHostReverseProxy(u)
 		slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/atp/send" {
-				time.Sleep(30 * time.Millisecond)
+				time.Sleep(30 * time.Millisecond) // the scenario: a slow entrance, not a wait
 			}
 			proxy.ServeHTTP(w, r)
 		}))

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -119,20 +120,20 @@ func TestDamagedDataDirectory(t *testing.T) {
 			mustDo(t, os.WriteFile(db, b, 0o600))
 		}, "switchboard.db"},
 		{"WAL damaged", func(t *testing.T, data string) {
-			wal := filepath.Join(data, "switchboard.db-wal")
-			st, err := os.Stat(wal)
+			// Damage the first frame the index says is committed but not
+			// yet copied into the database: SQLite would drop it and every
+			// transaction after it.
+			w := pendingWAL(t, data)
+			f, err := os.OpenFile(w.path, os.O_WRONLY, 0)
 			mustDo(t, err)
-			f, err := os.OpenFile(wal, os.O_WRONLY, 0)
-			mustDo(t, err)
-			_, err = f.WriteAt(bytes.Repeat([]byte{0x5A}, 200), st.Size()/3)
+			_, err = f.WriteAt(bytes.Repeat([]byte{0x5A}, 200), w.frameOffset(w.backfill)+64)
 			f.Close()
 			mustDo(t, err)
 		}, "switchboard.db-wal"},
 		{"WAL truncated", func(t *testing.T, data string) {
-			wal := filepath.Join(data, "switchboard.db-wal")
-			st, err := os.Stat(wal)
-			mustDo(t, err)
-			mustDo(t, os.Truncate(wal, st.Size()/2))
+			// Cut the log in the middle of the last committed frame.
+			w := pendingWAL(t, data)
+			mustDo(t, os.Truncate(w.path, w.frameOffset(w.committed-1)+w.frameSize/2))
 		}, "switchboard.db-wal"},
 		{"WAL deleted", func(t *testing.T, data string) {
 			mustDo(t, os.Remove(filepath.Join(data, "switchboard.db-wal")))
@@ -141,10 +142,7 @@ func TestDamagedDataDirectory(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			data := t.TempDir()
-			acked := loadAndKill(t, data)
-			if _, err := os.Stat(filepath.Join(data, "switchboard.db-wal")); err != nil {
-				t.Fatalf("no WAL after kill -9: %v", err)
-			}
+			acked := loadAndKillPending(t, data)
 			c.damage(t, data)
 			out := serveExpectingRefusal(t, data, c.file)
 			t.Logf("refused: %s", strings.TrimSpace(out))
@@ -200,6 +198,71 @@ func TestReadyzSeesTheStoreGo(t *testing.T) {
 	if code != 503 || !strings.Contains(body, "gone") {
 		t.Errorf("/readyz after the database was deleted: %d %s", code, body)
 	}
+}
+
+// walState is where a killed hub left its write-ahead log, read from the
+// WAL header and its index (the -shm file, which a kill -9 leaves as the
+// process last wrote it).
+type walState struct {
+	path      string
+	frameSize int64
+	committed int // frames of committed transactions (the index's mxFrame)
+	backfill  int // frames of them already copied into the database
+}
+
+// frameOffset is the byte offset of frame i (from 0) in the WAL.
+func (w walState) frameOffset(i int) int64 { return 32 + int64(i)*w.frameSize }
+
+// readWALState reads the WAL's page size and the index's counters.
+func readWALState(t *testing.T, data string) walState {
+	t.Helper()
+	w := walState{path: filepath.Join(data, "switchboard.db-wal")}
+	hdr := make([]byte, 32)
+	f, err := os.Open(w.path)
+	if err != nil {
+		t.Fatalf("no WAL after kill -9: %v", err)
+	}
+	_, err = io.ReadFull(f, hdr)
+	f.Close()
+	mustDo(t, err)
+	w.frameSize = 24 + int64(binary.BigEndian.Uint32(hdr[8:]))
+	shm, err := os.ReadFile(filepath.Join(data, "switchboard.db-shm"))
+	mustDo(t, err)
+	if len(shm) < 136 {
+		t.Fatalf("WAL index of %d bytes", len(shm))
+	}
+	w.committed = int(binary.NativeEndian.Uint32(shm[16:]))
+	w.backfill = int(binary.NativeEndian.Uint32(shm[96:]))
+	return w
+}
+
+// pendingWAL is readWALState for a log known to hold committed frames
+// not yet copied into the database.
+func pendingWAL(t *testing.T, data string) walState {
+	t.Helper()
+	w := readWALState(t, data)
+	if w.committed <= w.backfill {
+		t.Fatalf("the WAL holds no pending frames: %+v", w)
+	}
+	return w
+}
+
+// loadAndKillPending is loadAndKill until the kill leaves committed
+// transactions in the WAL that are not yet in the database: the state in
+// which damage to the log loses acknowledged messages. A kill that lands
+// just after a checkpoint copied everything leaves none, so the scenario
+// is set up again on the same data (at most five times).
+func loadAndKillPending(t *testing.T, data string) []string {
+	t.Helper()
+	var acked []string
+	for range 5 {
+		acked = append(acked, loadAndKill(t, data)...)
+		if w := readWALState(t, data); w.committed > w.backfill {
+			return acked
+		}
+	}
+	t.Fatalf("five kills under load left no pending WAL frames")
+	return nil
 }
 
 func mustDo(t *testing.T, err error) {

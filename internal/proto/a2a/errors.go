@@ -1,11 +1,16 @@
 package a2a
 
 import (
+	"context"
 	"errors"
+	"net/http"
+	"strconv"
+	"sync/atomic"
 
 	sdk "github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/switchboard-hub/switchboard/internal/core"
+	"github.com/switchboard-hub/switchboard/internal/httperr"
 )
 
 // Task errors of the adapter, matched with errors.Is.
@@ -48,9 +53,21 @@ var sdkErrors = []error{
 //
 // An internal error's text is not shown (it may name the store's
 // trouble); the others carry the relay's message.
-func wireError(err error) error {
+//
+// A2A has no error for "come back later", but HTTP has: a refusal that
+// may pass (unavailable, rate_limited, storage_full, over budget) is
+// noted in ctx, and the HTTP bindings answer it with the status and
+// Retry-After the hub's other protocols give (503, 429, 507), the A2A
+// error in the body (see retryWriter).
+func wireError(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
+	}
+	if n, _ := ctx.Value(retryNoteKey{}).(*retryNote); n != nil {
+		if status, code := httperr.Classify(err); httperr.RetryAfter(code) > 0 {
+			n.status.Store(int32(status))
+			n.retryAfter.Store(int32(httperr.RetryAfter(code)))
+		}
 	}
 	for _, e := range sdkErrors {
 		if errors.Is(err, e) {
@@ -100,3 +117,60 @@ const (
 	CodeUnauthenticated        = -31401
 	CodeUnauthorized           = -31403
 )
+
+// retryNote is where wireError notes, for the HTTP binding serving the
+// request, that the refusal may pass: the HTTP status and Retry-After
+// seconds to answer with.
+type retryNote struct {
+	status, retryAfter atomic.Int32
+}
+
+type retryNoteKey struct{}
+
+// retryWriter answers an A2A error that wireError noted as one that may
+// pass with its HTTP status and Retry-After instead of the binding's 200
+// (JSON-RPC) or 500 (HTTP+JSON); the body is the binding's error as it
+// is. A stream that already started (SSE) keeps its status.
+type retryWriter struct {
+	http.ResponseWriter
+	note    *retryNote
+	written bool
+}
+
+// withRetryNote returns w and r wrapped so that the binding's answer
+// carries a noted refusal's status.
+func withRetryNote(w http.ResponseWriter, r *http.Request) (*retryWriter, *http.Request) {
+	n := new(retryNote)
+	return &retryWriter{ResponseWriter: w, note: n}, r.WithContext(context.WithValue(r.Context(), retryNoteKey{}, n))
+}
+
+func (w *retryWriter) WriteHeader(status int) {
+	if w.written {
+		return
+	}
+	w.written = true
+	if noted := int(w.note.status.Load()); noted != 0 && w.Header().Get("Content-Type") != "text/event-stream" {
+		w.Header().Set("Retry-After", strconv.Itoa(int(w.note.retryAfter.Load())))
+		status = noted
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *retryWriter) Write(b []byte) (int, error) {
+	if !w.written {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection (flushes,
+// deadlines).
+func (w *retryWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush flushes the stream (SSE) through the wrap.
+func (w *retryWriter) Flush() {
+	if !w.written {
+		w.WriteHeader(http.StatusOK)
+	}
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}

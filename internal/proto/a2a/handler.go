@@ -60,11 +60,11 @@ func (s *Server) agent(ctx context.Context, tenant string) (*core.Agent, error) 
 	if core.Hidden(id) {
 		// Hidden agents take A2A requests from nobody, the operator
 		// included: they stand for the hub's own helpers.
-		return nil, wireError(fmt.Errorf("agent %q: %w", id, core.ErrNotFound))
+		return nil, wireError(ctx, fmt.Errorf("agent %q: %w", id, core.ErrNotFound))
 	}
 	a, err := s.relay.LookupAgent(ctx, p, id)
 	if err != nil {
-		return nil, wireError(err)
+		return nil, wireError(ctx, err)
 	}
 	return a, nil
 }
@@ -80,10 +80,10 @@ func (s *Server) visible(ctx context.Context, ag *core.Agent, id string) (*TaskR
 	}
 	r, err := s.tasks.get(ctx, ag.ID, id)
 	if err != nil {
-		return nil, wireError(err)
+		return nil, wireError(ctx, err)
 	}
 	if err := s.mayRead(ctx, core.PrincipalFrom(ctx), r); err != nil {
-		return nil, wireError(err)
+		return nil, wireError(ctx, err)
 	}
 	return r, nil
 }
@@ -124,7 +124,7 @@ func (h *handler) GetTask(ctx context.Context, req *sdk.GetTaskRequest) (*sdk.Ta
 	}
 	r := s.reconcile(ctx, ag.ID, string(req.ID))
 	if r == nil {
-		return nil, wireError(fmt.Errorf("task %q: %w", req.ID, ErrTaskNotFound))
+		return nil, wireError(ctx, fmt.Errorf("task %q: %w", req.ID, ErrTaskNotFound))
 	}
 	return view(r, req.HistoryLength, true), nil
 }
@@ -147,7 +147,7 @@ func (h *handler) CancelTask(ctx context.Context, req *sdk.CancelTaskRequest) (*
 		return r.SetState(sdk.TaskStateCanceled, nil, s.relay.Clock().Now())
 	})
 	if err != nil {
-		return nil, wireError(err)
+		return nil, wireError(ctx, err)
 	}
 	return view(r, nil, true), nil
 }
@@ -163,5 +163,5 @@ func (h *handler) GetExtendedAgentCard(ctx context.Context, req *sdk.GetExtended
 
 // errNotFoundTask is the answer for a task the caller cannot see.
 func errNotFoundTask(id sdk.TaskID) error {
-	return wireError(fmt.Errorf("task %q: %w", id, ErrTaskNotFound))
+	return sdk.NewError(sdk.ErrTaskNotFound, fmt.Sprintf("task %q: %v", id, ErrTaskNotFound))
 }

@@ -75,10 +75,10 @@ func (s *Server) restEndpoint(w http.ResponseWriter, r *http.Request) {
 	if q := r.URL.Query(); q.Has("pageSize") && strings.TrimSpace(q.Get("pageSize")) == "0" {
 		ctx = withZeroPageSize(ctx)
 	}
-	r2 := r.Clone(ctx)
+	rw, r2 := withRetryNote(&unroutedWriter{ResponseWriter: w, r: r}, r.Clone(ctx))
 	r2.URL = &url.URL{Path: "/" + rest, RawQuery: r.URL.RawQuery}
 	r2.RequestURI = r2.URL.RequestURI()
-	inner.ServeHTTP(&unroutedWriter{ResponseWriter: w, r: r}, r2)
+	inner.ServeHTTP(rw, r2)
 }
 
 // unroutedWriter turns the plain-text 404 and 405 of the SDK's REST

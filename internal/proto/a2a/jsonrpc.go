@@ -146,7 +146,8 @@ func (s *Server) jsonrpcEndpoint(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if trimmed[0] != '[' {
-		s.rpcOne(w, r, trimmed, v, verr, hasHeader, false)
+		rw, r := withRetryNote(w, r)
+		s.rpcOne(rw, r, trimmed, v, verr, hasHeader, false)
 		return
 	}
 	var elems []json.RawMessage

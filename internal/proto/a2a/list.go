@@ -120,18 +120,18 @@ func (h *handler) ListTasks(ctx context.Context, req *sdk.ListTasksRequest) (*sd
 	p := core.PrincipalFrom(ctx)
 	if req.ContextID != "" && !p.Admin && !p.Dev {
 		if _, err := s.relay.Conversation(ctx, p, req.ContextID); err != nil {
-			return nil, wireError(err)
+			return nil, wireError(ctx, err)
 		}
 	}
 	recs, err := s.tasks.list(ctx, ag.ID, maxListed)
 	if err != nil {
-		return nil, wireError(err)
+		return nil, wireError(ctx, err)
 	}
 	var since time.Time // the caller's identity began then
 	if !p.Admin && !p.Dev {
 		self, err := s.relay.LookupAgent(ctx, p, p.AgentID)
 		if err != nil {
-			return nil, wireError(err)
+			return nil, wireError(ctx, err)
 		}
 		since = self.RegisteredAt
 	}

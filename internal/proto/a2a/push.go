@@ -138,7 +138,7 @@ func (h *handler) CreateTaskPushConfig(ctx context.Context, c *sdk.PushConfig) (
 	cp := *c
 	out, err := s.savePush(ctx, versionOf(ctx), &cp)
 	if err != nil {
-		return nil, wireError(err)
+		return nil, wireError(ctx, err)
 	}
 	return out, nil
 }
@@ -155,7 +155,7 @@ func (s *Server) taskPushConfigs(ctx context.Context, tenant string, taskID sdk.
 	}
 	cs, err := s.pushConfigs(ctx, string(taskID))
 	if err != nil {
-		return nil, wireError(err)
+		return nil, wireError(ctx, err)
 	}
 	return cs, nil
 }
@@ -171,7 +171,7 @@ func (h *handler) GetTaskPushConfig(ctx context.Context, req *sdk.GetTaskPushCon
 			return c.Config, nil
 		}
 	}
-	return nil, wireError(fmt.Errorf("task %s has no push notification config %q: %w", req.TaskID, req.ID, core.ErrNotFound))
+	return nil, wireError(ctx, fmt.Errorf("task %s has no push notification config %q: %w", req.TaskID, req.ID, core.ErrNotFound))
 }
 
 // ListTaskPushConfigs implements a2asrv.RequestHandler.
@@ -198,9 +198,9 @@ func (h *handler) DeleteTaskPushConfig(ctx context.Context, req *sdk.DeleteTaskP
 	}
 	err := s.opt.Records.DeleteRecord(ctx, KindPush, pushKey(req.TaskID, req.ID))
 	if errors.Is(err, core.ErrNotFound) {
-		return wireError(fmt.Errorf("task %s has no push notification config %q: %w", req.TaskID, req.ID, core.ErrNotFound))
+		return wireError(ctx, fmt.Errorf("task %s has no push notification config %q: %w", req.TaskID, req.ID, core.ErrNotFound))
 	}
-	return wireError(err)
+	return wireError(ctx, err)
 }
 
 // changed is the tasks' change hook: it marks a task that reached a

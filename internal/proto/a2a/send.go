@@ -187,7 +187,7 @@ func (s *Server) start(ctx context.Context, ag *core.Agent, req *sdk.SendMessage
 	}
 	parts, err := PartsToCore(msg.Parts)
 	if err != nil {
-		return nil, wireError(err)
+		return nil, wireError(ctx, err)
 	}
 	p := core.PrincipalFrom(ctx)
 	now := s.relay.Clock().Now()
@@ -228,7 +228,7 @@ func (s *Server) start(ctx context.Context, ag *core.Agent, req *sdk.SendMessage
 			rec.ReplyTo = s.relay.InternalID("a2a-reply", string(rec.Task.ID))
 		}
 		if err := s.replyHelper(ctx, rec, until); err != nil {
-			return nil, wireError(err)
+			return nil, wireError(ctx, err)
 		}
 		from = rec.ReplyTo
 	}
@@ -244,15 +244,15 @@ func (s *Server) start(ctx context.Context, ag *core.Agent, req *sdk.SendMessage
 		rec.Task.History = []*sdk.Message{msg}
 		rec.Links = []link{{MessageID: m.ID}}
 		if err := s.tasks.create(ctx, rec); err != nil {
-			return nil, wireError(err)
+			return nil, wireError(ctx, err)
 		}
 		if err := s.send(ctx, p, ag.ID, rec, m, until); err != nil {
 			s.discard(context.WithoutCancel(ctx), rec)
-			return nil, wireError(err)
+			return nil, wireError(ctx, err)
 		}
 	} else {
 		if err := s.send(ctx, p, ag.ID, rec, m, until); err != nil {
-			return nil, wireError(err)
+			return nil, wireError(ctx, err)
 		}
 		r, err := s.tasks.update(ctx, ag.ID, string(rec.Task.ID), func(r *TaskRecord) error {
 			r.Task.History = append(r.Task.History, msg)
@@ -266,7 +266,7 @@ func (s *Server) start(ctx context.Context, ag *core.Agent, req *sdk.SendMessage
 			return nil
 		})
 		if err != nil {
-			return nil, wireError(err)
+			return nil, wireError(ctx, err)
 		}
 		rec = r
 	}

@@ -226,7 +226,7 @@ func TestSendAwaitsFirstAttempt(t *testing.T) {
 		// The other instance delivers once the message is stored, and the
 		// store's notification reaches this one.
 		for {
-			if _, err := f.relay.Receipt(ctx, "elsewhere"); err == nil {
+			if _, err := f.relay.ReceiptFor(ctx, core.AdminPrincipal(), "elsewhere"); err == nil {
 				break
 			}
 			select {

@@ -137,10 +137,10 @@ func TestQueueBytesQuota(t *testing.T) {
 			t.Fatalf("send %d (%s, %d bytes): %v, want full=%v", i, c.id, c.size, err, c.full)
 		}
 	}
-	if _, err := f.relay.Receipt(f.ctx, "c"); !errors.Is(err, core.ErrNotFound) {
+	if _, err := f.relay.ReceiptFor(f.ctx, core.AdminPrincipal(), "c"); !errors.Is(err, core.ErrNotFound) {
 		t.Errorf("the refused message was stored: %v", err)
 	}
-	ms, err := f.relay.Pull(f.ctx, "puller", 10, time.Minute, true)
+	ms, err := f.relay.PullAs(f.ctx, core.AdminPrincipal(), "puller", 10, time.Minute, true)
 	if err != nil || len(ms) != 3 {
 		t.Fatalf("pull: %d, %v", len(ms), err)
 	}

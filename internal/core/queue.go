@@ -6,11 +6,11 @@ import (
 	"time"
 )
 
-// Pull hands an agent up to limit of its queued messages. With autoAck they
+// pull hands an agent up to limit of its queued messages. With autoAck they
 // count as delivered at once (at-most-once, the tutorial's pending call);
 // otherwise they stay queued, invisible to other pulls for visibility, until
 // Ack.
-func (r *Relay) Pull(ctx context.Context, agentID string, limit int, visibility time.Duration, autoAck bool) ([]*Message, error) {
+func (r *Relay) pull(ctx context.Context, agentID string, limit int, visibility time.Duration, autoAck bool) ([]*Message, error) {
 	if _, err := r.Agent(ctx, agentID); err != nil {
 		return nil, err
 	}
@@ -30,8 +30,8 @@ func (r *Relay) Pull(ctx context.Context, agentID string, limit int, visibility 
 	return ms, nil
 }
 
-// Ack acknowledges pulled messages.
-func (r *Relay) Ack(ctx context.Context, agentID string, ids []string) (int, error) {
+// ack acknowledges pulled messages.
+func (r *Relay) ack(ctx context.Context, agentID string, ids []string) (int, error) {
 	now := r.clock.Now()
 	n, err := r.store.Ack(ctx, agentID, ids, now)
 	if err != nil {
@@ -66,22 +66,22 @@ func (r *Relay) QueueAccess(ctx context.Context, p Principal, id string) error {
 	return nil
 }
 
-// PullAs hands p up to limit of agent id's queued messages, as Pull does,
+// PullAs hands p up to limit of agent id's queued messages (see pull),
 // when p may take the queue (QueueAccess).
 func (r *Relay) PullAs(ctx context.Context, p Principal, id string, limit int, visibility time.Duration, autoAck bool) ([]*Message, error) {
 	if err := r.QueueAccess(ctx, p, id); err != nil {
 		return nil, err
 	}
-	return r.Pull(ctx, id, limit, visibility, autoAck)
+	return r.pull(ctx, id, limit, visibility, autoAck)
 }
 
-// AckAs acknowledges, for p, messages pulled from agent id's queue, as Ack
+// AckAs acknowledges, for p, messages pulled from agent id's queue, as ack
 // does, when p may take the queue (QueueAccess).
 func (r *Relay) AckAs(ctx context.Context, p Principal, id string, ids []string) (int, error) {
 	if err := r.QueueAccess(ctx, p, id); err != nil {
 		return 0, err
 	}
-	return r.Ack(ctx, id, ids)
+	return r.ack(ctx, id, ids)
 }
 
 // QueueDepth counts the messages queued for agent id, for p, who may see

@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// Receipt returns a message's receipt.
-func (r *Relay) Receipt(ctx context.Context, id string) (*Receipt, error) {
+// receipt returns a message's receipt.
+func (r *Relay) receipt(ctx context.Context, id string) (*Receipt, error) {
 	return r.store.GetReceipt(ctx, id)
 }
 

@@ -114,7 +114,7 @@ func (f *fixture) tick(t *testing.T) {
 
 func (f *fixture) status(t *testing.T, id string) *core.Receipt {
 	t.Helper()
-	rc, err := f.relay.Receipt(f.ctx, id)
+	rc, err := f.relay.ReceiptFor(f.ctx, core.AdminPrincipal(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,14 +360,14 @@ func TestTimeoutDeadLetterAndReplay(t *testing.T) {
 		t.Fatal("a timed-out message was attempted again")
 	}
 	failing = false
-	if _, err := f.relay.Replay(f.ctx, "m", time.Minute); err != nil {
+	if _, err := f.relay.ReplayAs(f.ctx, core.AdminPrincipal(), "m", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	f.tick(t)
 	if rc = f.status(t, "m"); rc.Status != core.StatusDelivered {
 		t.Fatalf("after replay: %+v", rc)
 	}
-	if _, err := f.relay.Replay(f.ctx, "m", 0); !errors.Is(err, core.ErrConflict) {
+	if _, err := f.relay.ReplayAs(f.ctx, core.AdminPrincipal(), "m", 0); !errors.Is(err, core.ErrConflict) {
 		t.Fatalf("replaying a delivered message: %v", err)
 	}
 }
@@ -462,18 +462,18 @@ func TestPullWithAck(t *testing.T) {
 	f.register(t, "worker", core.EndpointPull)
 	f.send(t, "a", time.Hour)
 	f.send(t, "b", time.Hour)
-	ms, err := f.relay.Pull(f.ctx, "worker", 10, 30*time.Second, false)
+	ms, err := f.relay.PullAs(f.ctx, core.AdminPrincipal(), "worker", 10, 30*time.Second, false)
 	if err != nil || len(ms) != 2 || ms[0].ID != "a" {
 		t.Fatalf("pull: %v %v", ms, err)
 	}
-	if again, _ := f.relay.Pull(f.ctx, "worker", 10, 30*time.Second, false); len(again) != 0 {
+	if again, _ := f.relay.PullAs(f.ctx, core.AdminPrincipal(), "worker", 10, 30*time.Second, false); len(again) != 0 {
 		t.Fatalf("leased messages pulled again: %d", len(again))
 	}
-	if n, err := f.relay.Ack(f.ctx, "worker", []string{"a", "nope"}); err != nil || n != 1 {
+	if n, err := f.relay.AckAs(f.ctx, core.AdminPrincipal(), "worker", []string{"a", "nope"}); err != nil || n != 1 {
 		t.Fatalf("ack: %d %v", n, err)
 	}
 	f.clock.Advance(31 * time.Second) // b's lease lapses: at-least-once
-	ms, _ = f.relay.Pull(f.ctx, "worker", 10, 30*time.Second, false)
+	ms, _ = f.relay.PullAs(f.ctx, core.AdminPrincipal(), "worker", 10, 30*time.Second, false)
 	if len(ms) != 1 || ms[0].ID != "b" {
 		t.Fatalf("redelivery after visibility: %v", ms)
 	}
@@ -493,7 +493,7 @@ func TestFeedHandsOffToStream(t *testing.T) {
 	f.register(t, "worker", core.EndpointPull)
 	pull := func() []string {
 		t.Helper()
-		ms, err := f.relay.Pull(f.ctx, "worker", 10, 30*time.Second, false)
+		ms, err := f.relay.PullAs(f.ctx, core.AdminPrincipal(), "worker", 10, 30*time.Second, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -519,7 +519,7 @@ func TestFeedHandsOffToStream(t *testing.T) {
 	if got := fmt.Sprint(pull()); got != "[before early]" {
 		t.Fatalf("first pull: %s", got)
 	}
-	if n, err := f.relay.Ack(f.ctx, "worker", []string{"before", "early"}); err != nil || n != 2 {
+	if n, err := f.relay.AckAs(f.ctx, core.AdminPrincipal(), "worker", []string{"before", "early"}); err != nil || n != 2 {
 		t.Fatalf("ack: %d %v", n, err)
 	}
 	res := f.send(t, "h1", time.Hour)
@@ -541,7 +541,7 @@ func TestFeedHandsOffToStream(t *testing.T) {
 	if got := pull(); len(got) != 0 {
 		t.Fatalf("a pull took handed-off messages: %v", got)
 	}
-	if n, err := f.relay.Ack(f.ctx, "worker", []string{"h1", "h2"}); err != nil || n != 2 {
+	if n, err := f.relay.AckAs(f.ctx, core.AdminPrincipal(), "worker", []string{"h1", "h2"}); err != nil || n != 2 {
 		t.Fatalf("ack: %d %v", n, err)
 	}
 	// A message sent while no stream is attached stays in the queue; until
@@ -568,7 +568,7 @@ func TestFeedHandsOffToStream(t *testing.T) {
 		t.Fatalf("pull after detaching: %s", got)
 	}
 	f.clock.Advance(31 * time.Second)
-	ms, err := f.relay.Pull(f.ctx, "worker", 10, 30*time.Second, false)
+	ms, err := f.relay.PullAs(f.ctx, core.AdminPrincipal(), "worker", 10, 30*time.Second, false)
 	if err != nil || len(ms) != 4 || ms[2].ID != "lost" || ms[2].Attempts != 2 {
 		t.Fatalf("pull after the leases ran out: %v %v", ms, err)
 	}
@@ -581,7 +581,7 @@ func TestFeedBacklogIsBounded(t *testing.T) {
 	f.register(t, "worker", core.EndpointPull)
 	feed := f.relay.Attach("worker", time.Minute)
 	defer f.relay.Detach(feed)
-	if _, err := f.relay.Pull(f.ctx, "worker", 10, time.Minute, false); err != nil {
+	if _, err := f.relay.PullAs(f.ctx, core.AdminPrincipal(), "worker", 10, time.Minute, false); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 1030 {
@@ -591,7 +591,7 @@ func TestFeedBacklogIsBounded(t *testing.T) {
 	if len(handed) != 1024 || handed[0].ID != "m0000" || handed[1023].ID != "m1023" {
 		t.Fatalf("handed off %d messages, want the first 1024", len(handed))
 	}
-	ms, err := f.relay.Pull(f.ctx, "worker", 100, time.Minute, false)
+	ms, err := f.relay.PullAs(f.ctx, core.AdminPrincipal(), "worker", 100, time.Minute, false)
 	if err != nil || len(ms) != 6 || ms[0].ID != "m1024" {
 		t.Fatalf("the rest by pull: %v %v", ms, err)
 	}

@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-// Replay re-queues a dead letter with a fresh TTL (its original TTL when
+// replay re-queues a dead letter with a fresh TTL (its original TTL when
 // ttl is 0). A message for an earlier identity of its receiver's id is
 // not replayed (ErrConflict).
-func (r *Relay) Replay(ctx context.Context, id string, ttl time.Duration) (*Receipt, error) {
+func (r *Relay) replay(ctx context.Context, id string, ttl time.Duration) (*Receipt, error) {
 	m, err := r.store.GetMessage(ctx, id)
 	if err != nil {
 		return nil, err
@@ -51,7 +51,7 @@ func (r *Relay) ReplayAs(ctx context.Context, p Principal, id string, ttl time.D
 	if err := Authorize(p, OpOperator, RelNone); err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
 	}
-	return r.Replay(ctx, id, ttl)
+	return r.replay(ctx, id, ttl)
 }
 
 // DeadLetters lists dead letters to p, the operator, newest first.

@@ -102,7 +102,7 @@ func TestSchedulerIsNotWokenForPullOnlyReceivers(t *testing.T) {
 			t.Fatal("a send to a pushable receiver did not wake the scheduler")
 		}
 		// The pull receiver's messages are all still there for it.
-		ms, err := r.Pull(context.Background(), "puller", 100, time.Minute, true)
+		ms, err := r.PullAs(context.Background(), core.AdminPrincipal(), "puller", 100, time.Minute, true)
 		if err != nil || len(ms) != 50 {
 			t.Fatalf("pull: %d messages, %v", len(ms), err)
 		}

@@ -439,7 +439,7 @@ func attacks() []attack {
 			expect(t, f.do("POST", "/atp/register", f.h.AdminToken, map[string]any{"agent_id": "dns-loop", "callback_url": cb}), 200, "")
 			r := f.do("POST", "/atp/send?wait_ms=10000", f.tok["alice"], atpMsg("atp-dns-loop", "alice", "dns-loop"))
 			expect(t, r, 200, "")
-			rc, err := f.h.Relay.Receipt(context.Background(), "atp-dns-loop")
+			rc, err := f.h.Relay.ReceiptFor(context.Background(), core.AdminPrincipal(), "atp-dns-loop")
 			if err != nil || rc.Status != core.StatusRejected || rc.Code != http.StatusForbidden {
 				t.Fatalf("delivery to %s must end rejected 403 (SSRF guard at connect), got %+v %v", cb, rc, err)
 			}

@@ -1,6 +1,7 @@
 package mcp_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"log"
@@ -20,6 +21,16 @@ import (
 
 // switchProxy is a reverse proxy whose hub can be replaced (a restarted
 // hub listens on another port; the bridge keeps its URL).
+//
+// It reads each request's body before passing the request on. Passed as
+// it comes, the body is the server's request body, which net/http's
+// HTTP/1 server discards and closes as soon as the handler writes the
+// response header, while the proxy's transport may still read it once
+// more to check that nothing follows its Content-Length: that read fails
+// with ErrBodyReadAfterClose, the transport closes its connection to the
+// hub, and a long-lived answer (a listen's event stream) is cut a moment
+// later. It happened only when the hub answered before the transport's
+// last read, that is on a loaded machine.
 type switchProxy struct {
 	mu     sync.Mutex
 	target *url.URL
@@ -39,6 +50,12 @@ func (p *switchProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.FlushInterval = -1                    // event streams pass at once
 	rp.ErrorLog = log.New(io.Discard, "", 0) // the stopped hub is expected
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
 	rp.ServeHTTP(w, r)
 }
 

@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -195,6 +196,7 @@ func (a *analyzer) run(s *shState, argv []string, in input, env map[string]strin
 		}
 		return
 	}
+	defer a.mention(base, args)
 	// Reads of answer files, by any command that takes paths.
 	if !textCommands[base] && base != "git" {
 		skip := -1
@@ -276,6 +278,10 @@ func (a *analyzer) run(s *shState, argv []string, in input, env map[string]strin
 		if len(args) > 0 {
 			if p, ok := a.procs[args[0]]; ok {
 				a.shellInput(s, p, "source")
+			} else if args[0] != "/dev/stdin" {
+				a.scriptFile(s, args[0], args[1:], base, true)
+			} else {
+				a.shellInput(s, in, base)
 			}
 		}
 	case "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "rbash", "yash", "posh", "busybox":
@@ -332,6 +338,9 @@ func (a *analyzer) run(s *shState, argv []string, in input, env map[string]strin
 		if strings.HasPrefix(base, "mkfs.") {
 			a.deny(CodeDestructive, base+" formats a disk")
 			return
+		}
+		if strings.Contains(name, "/") {
+			a.execFile(s, name, args)
 		}
 		a.interpreter(s, base, args, in)
 	}
@@ -436,6 +445,8 @@ func (a *analyzer) shellInput(s *shState, in input, what string) {
 	case !in.present:
 	case in.known:
 		a.eval(s, in.text)
+	case in.file != "":
+		a.scriptFile(s, in.file, nil, what, what == "source" || what == ".")
 	default:
 		from := in.from
 		if from == "" {
@@ -453,7 +464,7 @@ func (a *analyzer) shell(s *shState, name string, args []string, in input) {
 		}
 		return
 	}
-	cmd := false
+	cmd, noexec := false, false
 	var ops []string
 	for i := 0; i < len(args); i++ {
 		x := args[i]
@@ -472,6 +483,10 @@ func (a *analyzer) shell(s *shState, name string, args []string, in input) {
 				switch c {
 				case 'c':
 					cmd = true
+				case 'n':
+					if x[0] == '-' {
+						noexec = true // bash -n: read commands, run none
+					}
 				case 'o', 'O':
 					i++
 				}
@@ -480,6 +495,9 @@ func (a *analyzer) shell(s *shState, name string, args []string, in input) {
 		}
 		ops = append(ops, args[i:]...)
 		break
+	}
+	if noexec {
+		return
 	}
 	sub := s.clone()
 	sub.depth++
@@ -500,8 +518,9 @@ func (a *analyzer) shell(s *shState, name string, args []string, in input) {
 	}
 	if p, ok := a.procs[ops[0]]; ok {
 		a.shellInput(sub, p, name)
+		return
 	}
-	// A script file: the guard does not read files.
+	a.scriptFile(s, ops[0], ops[1:], name, false)
 }
 
 // blind decides a command whose name is not known until it runs: deny
@@ -669,7 +688,22 @@ func (a *analyzer) writeTo(s *shState, p, by string) bool {
 		a.deny(CodeDestructive, by+" onto "+printable(p)+" is blocked: "+why)
 		return true
 	}
-	return a.anti(s, p)
+	if a.anti(s, p) {
+		return true
+	}
+	a.recordWrite(s, p)
+	return false
+}
+
+// recordWrite remembers a file the script writes (by its logical and its
+// physical path), so that running it later in the same command is seen.
+func (a *analyzer) recordWrite(s *shState, p string) {
+	if abs, ok := resolve(s.cwd, p); ok && !isUnknown(p) {
+		a.fs.wrote(abs)
+	}
+	if r, ok := a.fs.real(s.cwd, p, true); ok {
+		a.fs.wrote(r)
+	}
 }
 
 var cpSpec = gnuSpec{value: "tSgmo", long: []string{"target-directory", "suffix", "backup", "force", "recursive",
@@ -688,16 +722,104 @@ func (a *analyzer) copyLike(s *shState, name string, args []string) {
 		ops = ops[:len(ops)-1]
 	}
 	if name == "ln" && len(ops) == 0 && dest != "" {
+		a.recordLinks(s, opts, ops, dest)
 		return // ln -s target: the link is made in the current directory
 	}
 	if dest != "" && a.writeTo(s, dest, name) {
 		return
+	}
+	if name == "ln" || name == "link" {
+		a.recordLinks(s, opts, ops, dest)
 	}
 	for _, x := range ops {
 		if a.anti(s, x) {
 			return
 		}
 	}
+}
+
+// recordLinks remembers the links ln makes, so that later paths through
+// them are resolved (ln -s .git g && rm -rf g/objects).
+func (a *analyzer) recordLinks(s *shState, opts map[string]string, ops []string, dest string) {
+	if dest == "" {
+		return
+	}
+	symbolic := has(opts, "-s", "--symbolic")
+	noDeref := has(opts, "-n", "-T", "--no-dereference", "--no-target-directory")
+	_, toDir := opts["-t"]
+	if _, ok := opts["--target-directory"]; ok {
+		toDir = true
+	}
+	targets := ops
+	if len(ops) == 0 { // ln -s TARGET: a link named like it, here
+		targets, dest, toDir = []string{dest}, ".", true
+	}
+	destAbs, known := resolve(s.cwd, dest)
+	if !known || isUnknown(dest) {
+		// a link to .git, the project, home or / at a place the guard
+		// cannot know: later paths through it could not be resolved
+		for _, t := range targets {
+			if why := a.linkTarget(s, t, symbolic); why != "" {
+				a.deny(CodeBlind, "ln makes a link to "+why+" at a path the guard cannot know ("+clip(printable(dest))+")")
+				return
+			}
+		}
+		return
+	}
+	if !toDir && len(targets) > 1 {
+		toDir = true
+	}
+	if !toDir && !noDeref {
+		// an existing directory (or a link to one) as destination gets
+		// the link inside it
+		if r, ok := a.fs.real(s.cwd, dest, true); ok {
+			if fi, err := os.Stat(r); err == nil && fi.IsDir() {
+				toDir = true
+			}
+		}
+		if _, ok := a.fs.links[destAbs]; ok {
+			toDir = true
+		}
+	}
+	for _, t := range targets {
+		if isUnknown(t) {
+			continue
+		}
+		at := destAbs
+		if toDir {
+			at = path.Join(destAbs, path.Base(t))
+		}
+		if symbolic {
+			a.fs.link(at, t)
+		} else if abs, ok := resolve(s.cwd, t); ok {
+			a.fs.link(at, abs) // a hard link: the same file
+		}
+	}
+}
+
+// linkTarget names what a link to t would reach when that is protected:
+// .git, an answer file, or a directory protected from deletion.
+func (a *analyzer) linkTarget(s *shState, t string, symbolic bool) string {
+	if isUnknown(t) {
+		return ""
+	}
+	abs, known := resolve(s.cwd, t)
+	if symbolic && !strings.HasPrefix(t, "/") {
+		return "" // relative to a directory the guard cannot know
+	}
+	if !known {
+		return ""
+	}
+	if r, ok := a.fs.real(s.cwd, t, true); ok {
+		abs = r
+	}
+	if isGit, inside := gitSegments(abs); isGit || inside {
+		return abs
+	}
+	if a.antiCheatAbs(abs) {
+		return abs
+	}
+	return a.protectedDir(abs)
 }
 
 func (a *analyzer) mv(s *shState, args []string) {

@@ -178,7 +178,23 @@ func (r Request) paths() paths {
 	if ps.home != "" {
 		ps.home = filepath.Clean(ps.home)
 	}
+	ps.projectReal = realDir(ps.project)
+	ps.homeReal = realDir(ps.home)
+	ps.fs = newFSView()
 	return ps
+}
+
+// realDir is dir with symlinks resolved, or "" when that is dir itself or
+// it cannot be resolved.
+func realDir(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	r, err := filepath.EvalSymlinks(dir)
+	if err != nil || r == dir {
+		return ""
+	}
+	return r
 }
 
 // repoRoot returns the directory holding .git at or above dir, else dir.

@@ -107,6 +107,10 @@ type paths struct {
 	mode    Mode
 	project string // absolute project root, "" if unknown
 	home    string // absolute home directory, "" if unknown
+	// projectReal and homeReal are the same with symlinks resolved.
+	projectReal, homeReal string
+	// fs resolves symlinks and tracks what the script writes.
+	fs *fsView
 }
 
 // resolve returns p made absolute against cwd and cleaned; known is false
@@ -144,6 +148,35 @@ func gitSegments(p string) (isGit, inside bool) {
 // deletion explains why deleting p (recursively or not) destroys work, or
 // returns "" if it does not.
 func (ps paths) deletion(cwd, p string, recursive bool) string {
+	if why := ps.deletionAt(cwd, p, recursive); why != "" {
+		return why
+	}
+	// The same path with symlinks resolved: rm -rf g/objects where g is a
+	// link to .git. rm follows the last component only when it ends in /.
+	q, suffix := p, ""
+	if i := strings.Index(p, everything); i >= 0 {
+		q, suffix = p[:i], everything
+		if q == "" {
+			q = "."
+		}
+	}
+	r, ok := ps.fs.real(cwd, q, suffix != "")
+	if !ok {
+		return ""
+	}
+	if logical, _ := resolve(cwd, q); logical == r {
+		return ""
+	}
+	if suffix != "" {
+		r = strings.TrimSuffix(r, "/") + "/" + suffix
+	}
+	if why := ps.deletionAt("", r, recursive); why != "" {
+		return why + " (through a symlink: " + printable(p) + " is " + printable(r) + ")"
+	}
+	return ""
+}
+
+func (ps paths) deletionAt(cwd, p string, recursive bool) string {
 	if p == "" {
 		return ""
 	}
@@ -203,20 +236,26 @@ func (ps paths) deletion(cwd, p string, recursive bool) string {
 // protectedDir names abs if it is /, a top-level system directory, the
 // home directory or the project root (or an ancestor of either).
 func (ps paths) protectedDir(abs string) string {
-	switch {
-	case abs == "/":
+	if abs == "/" {
 		return "the root directory /"
-	case ps.project != "" && within(ps.project, abs):
-		if abs == ps.project {
-			return "the project root " + abs
+	}
+	for _, p := range []string{ps.project, ps.projectReal} {
+		if p != "" && within(p, abs) {
+			if abs == p {
+				return "the project root " + abs
+			}
+			return abs + ", which contains the project"
 		}
-		return abs + ", which contains the project"
-	case ps.home != "" && within(ps.home, abs):
-		if abs == ps.home {
-			return "the home directory " + abs
+	}
+	for _, h := range []string{ps.home, ps.homeReal} {
+		if h != "" && within(h, abs) {
+			if abs == h {
+				return "the home directory " + abs
+			}
+			return abs + ", which contains the home directory"
 		}
-		return abs + ", which contains the home directory"
-	case strings.Count(abs, "/") == 1:
+	}
+	if strings.Count(abs, "/") == 1 {
 		return "the top-level directory " + abs
 	}
 	return ""
@@ -229,6 +268,18 @@ func (ps paths) write(cwd, p string) string {
 		return ""
 	}
 	abs, _ := resolve(cwd, p)
+	if why := writeAt(abs); why != "" {
+		return why
+	}
+	if r, ok := ps.fs.real(cwd, p, true); ok && r != abs {
+		if why := writeAt(r); why != "" {
+			return why + " (through a symlink: " + printable(p) + " is " + r + ")"
+		}
+	}
+	return ""
+}
+
+func writeAt(abs string) string {
 	if isGit, inside := gitSegments(abs); isGit || inside {
 		return "it writes inside .git (history, config and hooks)"
 	}
@@ -264,8 +315,23 @@ func (ps paths) antiCheat(cwd, p string) bool {
 	if !known {
 		return false
 	}
-	if ps.project != "" && within(abs, ps.project) {
-		abs = strings.TrimPrefix(abs[len(ps.project):], "/")
+	if ps.antiCheatAbs(abs) {
+		return true
+	}
+	// the file a symlink leads to (ln -s tests/hidden h; cat h/x)
+	if r, ok := ps.fs.real(cwd, NormalizePath(p), true); ok && r != abs {
+		return ps.antiCheatAbs(r)
+	}
+	return false
+}
+
+// antiCheatAbs checks an absolute path, relative to the project root when
+// it is inside it.
+func (ps paths) antiCheatAbs(abs string) bool {
+	for _, root := range []string{ps.project, ps.projectReal} {
+		if root != "" && within(abs, root) {
+			return antiCheatPath(ps.mode, strings.TrimPrefix(abs[len(root):], "/"))
+		}
 	}
 	return antiCheatPath(ps.mode, abs)
 }

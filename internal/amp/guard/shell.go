@@ -271,6 +271,7 @@ type input struct {
 	known   bool
 	text    string
 	from    string // the producing command's name, if a pipe
+	file    string // the file redirected in with <, if any
 }
 
 var stdinNone = input{}
@@ -299,7 +300,7 @@ func (a *analyzer) stmt(s *shState, st *syntax.Stmt, in input) {
 			if a.anti(s, t) {
 				return
 			}
-			in = input{present: true, from: "file " + t}
+			in = input{present: true, from: "file " + t, file: t}
 		case syntax.RdrOut, syntax.AppOut, syntax.RdrAll, syntax.AppAll, syntax.RdrInOut, syntax.RdrClob:
 			t := a.literal(s, r.Word)
 			if why := a.write(s.cwd, t); why != "" {
@@ -309,6 +310,7 @@ func (a *analyzer) stmt(s *shState, st *syntax.Stmt, in input) {
 			if a.anti(s, t) {
 				return
 			}
+			a.recordWrite(s, t)
 		case syntax.DplOut:
 			t := a.literal(s, r.Word)
 			if strings.Trim(t, "0123456789-") != "" { // >&file is a file redirection

@@ -1,0 +1,181 @@
+package guard
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+)
+
+// maxScriptFile bounds the script files the guard reads: a larger script
+// run by a shell is denied (fail closed).
+const maxScriptFile = 64 << 10
+
+// shellNames are the interpreters whose scripts the guard parses.
+var shellNames = map[string]bool{
+	"sh": true, "bash": true, "dash": true, "zsh": true, "ksh": true, "mksh": true, "ash": true, "rbash": true,
+	"yash": true, "posh": true, "busybox": true,
+}
+
+// readOnlyCommands do not write the files named in their arguments; an
+// earlier mention of a script's name by any other command may have made
+// or changed it.
+var readOnlyCommands = map[string]bool{
+	"cat": true, "ls": true, "head": true, "tail": true, "less": true, "more": true, "stat": true, "file": true,
+	"wc": true, "chmod": true, "chown": true, "chgrp": true, "readlink": true, "realpath": true, "diff": true,
+	"cmp": true, "md5sum": true, "sha1sum": true, "sha256sum": true, "sha512sum": true, "shellcheck": true,
+	"bat": true, "nl": true, "od": true, "hexdump": true, "xxd": true, "du": true, "tree": true, "env": true,
+}
+
+// gitWritesFiles are git subcommands that write files of the work tree.
+var gitWritesFiles = map[string]bool{
+	"checkout": true, "restore": true, "reset": true, "stash": true, "merge": true, "pull": true, "apply": true,
+	"am": true, "cherry-pick": true, "revert": true, "switch": true, "rebase": true, "show": true, "cat-file": true,
+	"archive": true, "clone": true, "worktree": true, "read-tree": true, "checkout-index": true, "mv": true,
+}
+
+// mention records the arguments of a command that may write the files it
+// names (a script run later by the same command may be one of them).
+func (a *analyzer) mention(base string, args []string) {
+	if a.fs == nil || textCommands[base] || searchCommands[base] || readOnlyCommands[base] || shellNames[base] {
+		return
+	}
+	if base == "git" {
+		writes := false
+		for _, x := range args {
+			if gitWritesFiles[x] {
+				writes = true
+			}
+		}
+		if !writes {
+			return
+		}
+	}
+	a.fs.mentions = append(a.fs.mentions, args...)
+}
+
+// scriptFile checks the shell script at p, run by how ("bash", "source",
+// an executable's path) with params as its positional parameters; a
+// sourced script runs in the caller's shell.
+func (a *analyzer) scriptFile(s *shState, p string, params []string, how string, sourced bool) {
+	if a.found != nil {
+		return
+	}
+	if isUnknown(p) {
+		a.deny(CodeBlind, how+" runs a script whose path the guard cannot know ("+clip(printable(p))+")")
+		return
+	}
+	data, ok := a.readScript(s, p, how)
+	if !ok {
+		return
+	}
+	a.shellScript(s, data, params, sourced)
+}
+
+// shellScript checks the text of a script file.
+func (a *analyzer) shellScript(s *shState, data []byte, params []string, sourced bool) {
+	sub := s.clone()
+	sub.depth++
+	sub.params, sub.paramsKnown = append([]string(nil), params...), true
+	a.script(sub, string(data))
+	if sourced {
+		s.cwd = sub.cwd
+		for k, v := range sub.vars {
+			s.vars[k] = v
+		}
+		for k, v := range sub.funcs {
+			s.funcs[k] = v
+		}
+		for k, v := range sub.aliases {
+			s.aliases[k] = v
+		}
+	}
+}
+
+// readScript returns a script file's text. It denies (and returns false)
+// when the file is written earlier by the same command, too large or
+// unreadable; a file that does not exist runs nothing (false, no denial).
+func (a *analyzer) readScript(s *shState, p, how string) ([]byte, bool) {
+	abs, known := resolve(s.cwd, p)
+	if !known {
+		a.deny(CodeBlind, how+" runs the script "+clip(p)+" from a working directory the guard cannot know")
+		return nil, false
+	}
+	r, ok := a.fs.real(s.cwd, p, true)
+	if !ok {
+		r = abs
+	}
+	if a.fs != nil && (a.fs.written[abs] || a.fs.written[r]) {
+		a.deny(CodeBlind, how+" runs "+clip(p)+", which this same command writes first: the guard cannot read "+
+			"a script before it exists (write it in one call and run it in the next)")
+		return nil, false
+	}
+	if a.fs != nil {
+		name := path.Base(abs)
+		for _, m := range a.fs.mentions {
+			if strings.Contains(m, name) {
+				a.deny(CodeBlind, how+" runs "+clip(p)+", which an earlier command of the same call may write ("+
+					clip(printable(m))+"): the guard cannot read it before it runs (run it in a separate call)")
+				return nil, false
+			}
+		}
+	}
+	f, err := os.Open(r)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false // the shell finds no script: nothing runs
+	}
+	if err != nil {
+		a.deny(CodeBlind, how+" runs "+clip(p)+", which the guard cannot read: "+clip(err.Error()))
+		return nil, false
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		return nil, false
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxScriptFile+1))
+	if err != nil {
+		a.deny(CodeBlind, how+" runs "+clip(p)+", which the guard cannot read: "+clip(err.Error()))
+		return nil, false
+	}
+	if len(data) > maxScriptFile {
+		a.deny(CodeBlind, how+" runs "+clip(p)+", a script larger than the guard reads (64 KiB)")
+		return nil, false
+	}
+	return data, true
+}
+
+// execFile checks a program run by its path (./x.sh, scripts/build):
+// a script for sh or bash, or a text file without #! (which bash runs as
+// a shell script), is checked as if its commands were inline.
+func (a *analyzer) execFile(s *shState, name string, args []string) {
+	data, ok := a.readScript(s, name, "the command")
+	if !ok {
+		return
+	}
+	if bytes.HasPrefix(data, []byte("#!")) {
+		line, _, _ := bytes.Cut(data[2:], []byte("\n"))
+		f := strings.Fields(string(line))
+		if len(f) > 0 && path.Base(f[0]) == "env" {
+			f = f[1:]
+			for len(f) > 0 && (strings.HasPrefix(f[0], "-") || strings.Contains(f[0], "=")) {
+				if strings.HasPrefix(f[0], "-S") && len(f[0]) > 2 { // env -Sbash
+					f[0] = f[0][2:]
+					break
+				}
+				f = f[1:]
+			}
+		}
+		if len(f) == 0 || !shellNames[path.Base(f[0])] {
+			return // another interpreter's script
+		}
+		a.shellScript(s, data, args, false)
+		return
+	}
+	if bytes.IndexByte(data[:min(len(data), 1024)], 0) >= 0 || bytes.HasPrefix(data, []byte("\x7fELF")) {
+		return // a binary program
+	}
+	a.shellScript(s, data, args, false)
+}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/syntax"
 )
 
@@ -216,6 +217,9 @@ func (a *analyzer) run(s *shState, argv []string, in input, env map[string]strin
 				return
 			}
 		}
+		if searchCommands[base] && a.recursiveSearch(s, base, args, skip) {
+			return
+		}
 	}
 	switch base {
 	case "cd", "pushd", "chdir":
@@ -341,6 +345,8 @@ func (a *analyzer) run(s *shState, argv []string, in input, env map[string]strin
 		}
 		if strings.Contains(name, "/") {
 			a.execFile(s, name, args)
+		} else if p := a.lookPath(s, env, name); p != "" {
+			a.execFile(s, p, args)
 		}
 		a.interpreter(s, base, args, in)
 	}
@@ -354,6 +360,76 @@ func (a *analyzer) run(s *shState, argv []string, in input, env map[string]strin
 			}
 		}
 	}
+}
+
+// recursiveSearch denies a recursive search (grep -r, rg …) rooted right
+// above an existing hidden-test or grading directory, as for the Grep tool.
+func (a *analyzer) recursiveSearch(s *shState, base string, args []string, pattern int) bool {
+	recursive := base == "rg" || base == "ag" || base == "ack"
+	var roots []string
+	for i, x := range args {
+		switch {
+		case i == pattern:
+		case x == "--recursive" || x == "--dereference-recursive" || x == "--directories=recurse":
+			recursive = true
+		case strings.HasPrefix(x, "-") && !strings.HasPrefix(x, "--") && strings.ContainsAny(x[1:], "rR"):
+			recursive = true
+		case strings.HasPrefix(x, "-"):
+		case pattern >= 0 && i > pattern:
+			roots = append(roots, x)
+		case pattern < 0 && i > 0 && args[i-1] != "-e" && args[i-1] != "-f":
+			roots = append(roots, x) // grep -e PATTERN dir
+		}
+	}
+	if !recursive {
+		return false
+	}
+	if len(roots) == 0 {
+		roots = []string{"."}
+	}
+	for _, r := range roots {
+		if isUnknown(r) {
+			continue
+		}
+		if d := searchRoot(a.paths, r, s.cwd); d.Deny {
+			a.deny(CodeAntiCheat, strings.TrimPrefix(d.Reason, CodeAntiCheat+": "))
+			return true
+		}
+	}
+	return false
+}
+
+// lookPath finds a command in the directories the script itself put on
+// PATH (PATH=./scripts:$PATH x.sh); "" when PATH is not set by the script
+// or the command is not in one of its known directories.
+func (a *analyzer) lookPath(s *shState, env map[string]string, name string) string {
+	p, ok := env["PATH"]
+	if !ok {
+		v, set := s.vars["PATH"]
+		if !set || v.Kind != expand.String {
+			return ""
+		}
+		p = v.Str
+	}
+	for _, dir := range strings.Split(p, ":") {
+		if isUnknown(dir) {
+			continue
+		}
+		if dir == "" {
+			dir = "."
+		}
+		cand, known := resolve(s.cwd, dir+"/"+name)
+		if !known {
+			continue
+		}
+		if a.fs.written[cand] {
+			return cand
+		}
+		if fi, err := os.Stat(cand); err == nil && !fi.IsDir() {
+			return cand
+		}
+	}
+	return ""
 }
 
 // pathArg denies an argument that names an answer or grading file.
@@ -506,6 +582,9 @@ func (a *analyzer) shell(s *shState, name string, args []string, in input) {
 			return
 		}
 		sub.params, sub.paramsKnown = nil, true
+		if len(ops) > 1 {
+			sub.vars["0"] = strVar(ops[1]) // sh -c 'code' NAME args: $0 is NAME
+		}
 		if len(ops) > 2 {
 			sub.params = append([]string(nil), ops[2:]...)
 		}
@@ -789,9 +868,9 @@ func (a *analyzer) recordLinks(s *shState, opts map[string]string, ops []string,
 		if toDir {
 			at = path.Join(destAbs, path.Base(t))
 		}
-		if symbolic {
+		if symbolic && !has(opts, "-r", "--relative") {
 			a.fs.link(at, t)
-		} else if abs, ok := resolve(s.cwd, t); ok {
+		} else if abs, ok := resolve(s.cwd, t); ok { // ln -sr: relative to here
 			a.fs.link(at, abs) // a hard link: the same file
 		}
 	}
@@ -960,9 +1039,13 @@ var findTests = map[string]bool{
 
 func (a *analyzer) find(s *shState, args []string) {
 	i := 0
+	follow := false // find -L and -follow walk through symlinks
 	for i < len(args) && (args[i] == "-H" || args[i] == "-L" || args[i] == "-P" || strings.HasPrefix(args[i], "-O") || args[i] == "-D") {
 		if args[i] == "-D" {
 			i++
+		}
+		if args[i] == "-L" || args[i] == "-H" {
+			follow = true
 		}
 		i++
 	}
@@ -998,6 +1081,8 @@ func (a *analyzer) find(s *shState, args []string) {
 			}
 		case x == "-delete":
 			del = true
+		case x == "-follow":
+			follow = true
 		case x == "-exec" || x == "-execdir" || x == "-ok" || x == "-okdir":
 			k := j + 1
 			for k < len(expr) && expr[k] != ";" && expr[k] != "+" {
@@ -1029,6 +1114,9 @@ func (a *analyzer) find(s *shState, args []string) {
 		}
 		if del {
 			for _, it := range items {
+				if follow && !strings.HasSuffix(it, "/") {
+					it += "/"
+				}
 				if why := a.deletion(s.cwd, it, true); why != "" {
 					a.deny(CodeDestructive, "find "+printable(r)+" -delete is blocked: "+why)
 					return

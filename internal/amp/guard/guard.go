@@ -236,6 +236,9 @@ func searchRoot(ps paths, p, cwd string) Decision {
 	if !known {
 		return Decision{}
 	}
+	if r, ok := ps.fs.real(cwd, p, true); ok {
+		abs = r // a search follows a symlink given as its root
+	}
 	for _, sub := range []string{"hidden", "hidden_tests", "hidden-tests", "grading", ".score", "answer_key"} {
 		cand := filepath.Join(abs, sub)
 		if !ps.antiCheat("", cand) {

@@ -136,8 +136,13 @@ func (a *analyzer) interpreter(s *shState, base string, args []string, in input)
 					code = append(code, stdinCode(in))
 					codeSeen = true
 				}
+			case x == "-m" && strings.HasPrefix(lang, "py"):
+				return // python -m module
 			case !strings.HasPrefix(x, "-") && !codeSeen:
-				return // a script file: the guard does not read files
+				// A script file: the guard does not read other languages'
+				// files, but one written by this same command is unseen.
+				a.madeHere(s, x, base, false)
+				return
 			}
 		}
 		if !codeSeen && in.present && len(args) == 0 {

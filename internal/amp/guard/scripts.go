@@ -99,29 +99,9 @@ func (a *analyzer) shellScript(s *shState, data []byte, params []string, sourced
 // when the file is written earlier by the same command, too large or
 // unreadable; a file that does not exist runs nothing (false, no denial).
 func (a *analyzer) readScript(s *shState, p, how string) ([]byte, bool) {
-	abs, known := resolve(s.cwd, p)
-	if !known {
-		a.deny(CodeBlind, how+" runs the script "+clip(p)+" from a working directory the guard cannot know")
-		return nil, false
-	}
-	r, ok := a.fs.real(s.cwd, p, true)
+	r, ok := a.madeHere(s, p, how, true)
 	if !ok {
-		r = abs
-	}
-	if a.fs != nil && (a.fs.written[abs] || a.fs.written[r]) {
-		a.deny(CodeBlind, how+" runs "+clip(p)+", which this same command writes first: the guard cannot read "+
-			"a script before it exists (write it in one call and run it in the next)")
 		return nil, false
-	}
-	if a.fs != nil {
-		name := path.Base(abs)
-		for _, m := range a.fs.mentions {
-			if strings.Contains(m, name) {
-				a.deny(CodeBlind, how+" runs "+clip(p)+", which an earlier command of the same call may write ("+
-					clip(printable(m))+"): the guard cannot read it before it runs (run it in a separate call)")
-				return nil, false
-			}
-		}
 	}
 	f, err := os.Open(r)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -178,4 +158,65 @@ func (a *analyzer) execFile(s *shState, name string, args []string) {
 		return // a binary program
 	}
 	a.shellScript(s, data, args, false)
+}
+
+// madeHere denies (and returns false) a script that the same command
+// writes, or names in an earlier command that may write it; else it
+// returns the script's physical path. When strict (a shell script), a
+// script the guard cannot place is denied too.
+func (a *analyzer) madeHere(s *shState, p, how string, strict bool) (string, bool) {
+	abs, known := resolve(s.cwd, p)
+	if isUnknown(p) || !known {
+		if !strict {
+			return "", false
+		}
+		if isUnknown(p) {
+			a.deny(CodeBlind, how+" runs a script whose path the guard cannot know ("+clip(printable(p))+")")
+		} else {
+			a.deny(CodeBlind, how+" runs the script "+clip(p)+" from a working directory the guard cannot know")
+		}
+		return "", false
+	}
+	r, ok := a.fs.real(s.cwd, p, true)
+	if !ok {
+		r = abs
+	}
+	if a.fs == nil {
+		return r, true
+	}
+	if a.fs.written[abs] || a.fs.written[r] {
+		a.deny(CodeBlind, how+" runs "+clip(p)+", which this same command writes first: the guard cannot read "+
+			"a script before it exists (write it in one call and run it in the next)")
+		return "", false
+	}
+	name := path.Base(abs)
+	for _, m := range a.fs.mentions {
+		if containsName(m, name) {
+			a.deny(CodeBlind, how+" runs "+clip(p)+", which an earlier command of the same call may write ("+
+				clip(printable(m))+"): the guard cannot read it before it runs (run it in a separate call)")
+			return "", false
+		}
+	}
+	return r, true
+}
+
+// containsName reports whether name occurs in s as a whole file name: not
+// preceded or followed by a letter, digit, '_', '-' or '.'.
+func containsName(s, name string) bool {
+	part := func(c byte) bool {
+		return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.'
+	}
+	for i := 0; i+len(name) <= len(s); {
+		j := strings.Index(s[i:], name)
+		if j < 0 {
+			return false
+		}
+		j += i
+		end := j + len(name)
+		if (j == 0 || !part(s[j-1])) && (end == len(s) || !part(s[end])) {
+			return true
+		}
+		i = j + 1
+	}
+	return false
 }

@@ -532,12 +532,20 @@ func (a *analyzer) assign(s *shState, as *syntax.Assign) {
 }
 
 func (a *analyzer) decl(s *shState, c *syntax.DeclClause) {
+	nameref := false
 	for _, as := range c.Args {
 		if as.Name == nil { // an option or a name built at run time
 			a.nested(s, as.Value)
+			if o := a.literal(s, as.Value); strings.HasPrefix(o, "-") && strings.Contains(o, "n") {
+				nameref = true // declare -n: a reference to another variable
+			}
 			continue
 		}
 		a.assign(s, as)
+		if nameref {
+			// the guard does not follow references: the value is unknown
+			s.vars[as.Name.Value] = unknownVar
+		}
 	}
 }
 

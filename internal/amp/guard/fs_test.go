@@ -1,3 +1,5 @@
+//go:build unix
+
 package guard
 
 import (
@@ -7,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -94,6 +97,8 @@ var fsCommands = []fsCase{
 	{"bash scripts/cat-hidden.sh", CodeAntiCheat, true},
 	{"bash scripts/args.sh .git", CodeDestructive, true},
 	{"bash scripts/big.sh", CodeBlind, false},
+	{"bash scripts/fifo", CodeBlind, false},
+	{"source scripts/fifo", CodeBlind, false},
 	{"./hidlink.sh", CodeDestructive, true},
 	// Scripts the command writes before it runs them.
 	{"echo 'rm -rf .git' > x.sh; bash x.sh", CodeBlind, true},
@@ -234,6 +239,9 @@ func setupRepoFS(t *testing.T) string {
 		if err := os.Symlink(target, filepath.Join(repo, link)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := syscall.Mkfifo(filepath.Join(repo, "scripts", "fifo"), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	cmd := exec.Command("python3", "-m", "venv", "--without-pip", filepath.Join(repo, ".venv"))
 	if out, err := cmd.CombinedOutput(); err != nil {

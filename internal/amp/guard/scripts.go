@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"syscall"
 )
 
 // maxScriptFile bounds the script files the guard reads: a larger script
@@ -103,18 +104,24 @@ func (a *analyzer) readScript(s *shState, p, how string) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
-	f, err := os.Open(r)
+	fi, err := os.Stat(r)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false // the shell finds no script: nothing runs
 	}
+	if err == nil && fi.IsDir() {
+		return nil, false
+	}
+	if err == nil && !fi.Mode().IsRegular() {
+		// a FIFO or a device would block or feed the guard anything
+		a.deny(CodeBlind, how+" runs "+clip(p)+", which is not a regular file the guard can read")
+		return nil, false
+	}
+	f, err := os.OpenFile(r, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		a.deny(CodeBlind, how+" runs "+clip(p)+", which the guard cannot read: "+clip(err.Error()))
 		return nil, false
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.IsDir() {
-		return nil, false
-	}
 	data, err := io.ReadAll(io.LimitReader(f, maxScriptFile+1))
 	if err != nil {
 		a.deny(CodeBlind, how+" runs "+clip(p)+", which the guard cannot read: "+clip(err.Error()))

@@ -289,7 +289,7 @@ func (a *analyzer) run(s *shState, argv []string, in input, env map[string]strin
 			}
 		}
 	case "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "rbash", "yash", "posh", "busybox":
-		a.shell(s, base, args, in)
+		a.shell(s, base, args, in, env)
 	case "git":
 		a.git(s, args, env)
 	case "rm", "trash", "trash-put", "rmtrash", "srm", "wipe", "rimraf", "del", "del-cli", "unlink", "rmdir":
@@ -533,12 +533,25 @@ func (a *analyzer) shellInput(s *shState, in input, what string) {
 }
 
 // shell checks sh/bash/zsh … invocations: -c strings, scripts on stdin.
-func (a *analyzer) shell(s *shState, name string, args []string, in input) {
+func (a *analyzer) shell(s *shState, name string, args []string, in input, env map[string]string) {
 	if name == "busybox" {
 		if len(args) > 0 {
 			a.run(s, args, in, nil)
 		}
 		return
+	}
+	// Files the shell sources before the command: $BASH_ENV (and $ENV)
+	// for a non-interactive bash, --rcfile for an interactive one.
+	for _, k := range []string{"BASH_ENV", "ENV"} {
+		f, ok := env[k]
+		if !ok {
+			if v, set := s.vars[k]; set && v.Kind == expand.String {
+				f, ok = v.Str, true
+			}
+		}
+		if ok && f != "" {
+			a.scriptFile(s.clone(), f, nil, name+" (through $"+k+")", false)
+		}
 	}
 	cmd, noexec := false, false
 	var ops []string
@@ -549,8 +562,9 @@ func (a *analyzer) shell(s *shState, name string, args []string, in input) {
 			break
 		}
 		if strings.HasPrefix(x, "--") {
-			if x == "--rcfile" || x == "--init-file" {
+			if (x == "--rcfile" || x == "--init-file") && i+1 < len(args) {
 				i++
+				a.scriptFile(s.clone(), args[i], nil, name+" "+x, false)
 			}
 			continue
 		}
@@ -1041,14 +1055,15 @@ func (a *analyzer) find(s *shState, args []string) {
 	i := 0
 	follow := false // find -L and -follow walk through symlinks
 	for i < len(args) && (args[i] == "-H" || args[i] == "-L" || args[i] == "-P" || strings.HasPrefix(args[i], "-O") || args[i] == "-D") {
-		if args[i] == "-D" {
-			i++
-		}
 		if args[i] == "-L" || args[i] == "-H" {
 			follow = true
 		}
+		if args[i] == "-D" {
+			i++
+		}
 		i++
 	}
+	i = min(i, len(args)) // find -D with its value missing
 	var roots []string
 	for i < len(args) && !strings.HasPrefix(args[i], "-") && args[i] != "(" && args[i] != "!" {
 		roots = append(roots, args[i])

@@ -145,6 +145,17 @@ var fsCommands = []fsCase{
 	{"export PATH=\"$PWD/scripts:$PATH\"; envsh", CodeGit, true},
 	{"env PATH=./scripts:/usr/bin:/bin evil.sh", CodeDestructive, true},
 	{"$SHELL scripts/evil.sh", CodeBlind, false},
+	{"BASH_ENV=scripts/evil.sh bash -c true", CodeDestructive, true},
+	{"export BASH_ENV=scripts/evil.sh; bash -c 'echo hi'", CodeDestructive, true},
+	{"bash --rcfile scripts/evil.sh -ic true", CodeDestructive, true},
+	{"sh -s < scripts/evil.sh", CodeDestructive, true},
+	{"mv scripts/evil.sh r.sh; bash r.sh", CodeBlind, true},
+	{"install -m755 scripts/evil.sh r.sh && ./r.sh", CodeBlind, true},
+	{"bash -c '. scripts/evil.sh'", CodeDestructive, true},
+	{"(source scripts/lib.sh && wipe)", CodeDestructive, true},
+	{"ln -s .git/objects o; rm -rf o/", CodeDestructive, true},
+	{"ln -s .git g && unlink g/HEAD", CodeDestructive, true},
+	{"ln -s .git g; echo 'exit 0' > g/hooks/pre-commit", CodeDestructive, true},
 	{"busybox sh scripts/evil.sh", CodeDestructive, false},
 	{"echo \"import shutil; shutil.rmtree('.git')\" > e.py; python3 e.py", CodeBlind, true},
 	{"printf 'require(\"fs\").rmSync(\".git\",{recursive:true})' > e.js && node e.js", CodeBlind, true},
@@ -201,6 +212,8 @@ var fsCommands = []fsCase{
 	{"find -L src -name '*.o' -delete", "", false},
 	{"ln -sr src/x.go x.go && cat x.go", "", false},
 	{"echo 'print(1)' > t.py && cat t.py", "", false},
+	{"BASH_ENV=scripts/ok.sh bash -c true", "", false},
+	{"bash --norc scripts/ok.sh", "", false},
 }
 
 // setupRepoFS makes the repository of setupRepo with symlinks and script

@@ -221,6 +221,12 @@ var fsCommands = []fsCase{
 func setupRepoFS(t *testing.T) string {
 	t.Helper()
 	root := t.TempDir()
+	setupRepoFSAt(t, root)
+	return root
+}
+
+func setupRepoFSAt(t testing.TB, root string) {
+	t.Helper()
 	setupRepo(t, root)
 	repo := filepath.Join(root, "repo")
 	big := strings.Repeat("echo ok\n", maxScriptFile/8+16)
@@ -260,7 +266,6 @@ func setupRepoFS(t *testing.T) string {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("python3 -m venv: %v\n%s", err, out)
 	}
-	return root
 }
 
 func fsRequest(root, cmd string) Request {
@@ -354,5 +359,18 @@ func TestFSTableForReal(t *testing.T) {
 			}
 			t.Fatalf("the command changed nothing that existed in the repository (output %q)", out.String())
 		})
+	}
+}
+
+// BenchmarkCheckOnDisk measures a command that resolves paths through
+// symlinks on disk and reads a script file.
+func BenchmarkCheckOnDisk(b *testing.B) {
+	root := b.TempDir()
+	setupRepoFSAt(b, root)
+	req := fsRequest(root, "rm -f srclink/x gl/index.lock && bash scripts/ok.sh && cat hid/../README.md")
+	for b.Loop() {
+		if d := Check(req); d.Deny {
+			b.Fatal(d.Reason)
+		}
 	}
 }

@@ -118,7 +118,7 @@ func gitEnv(home string) []string {
 // setupRepo makes a repository with work to lose: a diverged origin, a
 // feature branch, a stash, an unreachable object, staged, modified,
 // untracked and ignored files, failing hooks and answer files.
-func setupRepo(t *testing.T, root string) {
+func setupRepo(t testing.TB, root string) {
 	t.Helper()
 	repo, home := filepath.Join(root, "repo"), filepath.Join(root, "home")
 	other := filepath.Join(root, "other")

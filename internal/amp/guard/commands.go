@@ -337,7 +337,9 @@ func (a *analyzer) run(s *shState, argv []string, in input, env map[string]strin
 	case "pnpm", "yarn", "npm":
 		if len(args) > 1 && (args[0] == "dlx" || args[0] == "exec" || args[0] == "x") {
 			a.run(s, args[1:], in, env)
+			return
 		}
+		a.npmScript(s, base, args)
 	default:
 		if strings.HasPrefix(base, "mkfs.") {
 			a.deny(CodeDestructive, base+" formats a disk")
@@ -875,10 +877,14 @@ func (a *analyzer) recordLinks(s *shState, opts map[string]string, ops []string,
 		}
 	}
 	for _, t := range targets {
+		at := destAbs
+		if toDir && isUnknown(t) {
+			continue // a link named after a target the guard cannot know
+		}
 		if isUnknown(t) {
+			a.fs.link(at, unknown) // deletions and writes through it are denied
 			continue
 		}
-		at := destAbs
 		if toDir {
 			at = path.Join(destAbs, path.Base(t))
 		}

@@ -161,6 +161,26 @@ var fsCommands = []fsCase{
 	{"printf 'require(\"fs\").rmSync(\".git\",{recursive:true})' > e.js && node e.js", CodeBlind, true},
 	{"declare -n r=x; x=.git; rm -rf $r", CodeDestructive, true},
 
+	// Links to places the guard learns only at run time, and a working
+	// directory it cannot know.
+	{"ln -s .git g && rm -rf g/*", CodeDestructive, true},
+	{"ln -s \"$(git rev-parse --git-dir)\" g && rm -rf g/objects", CodeDestructive, true},
+	{"ln -s \"$(cat list.txt)\" g && rm -rf g/objects", CodeDestructive, true},
+	{"ln -s \"$(cat list.txt)\" g && echo x > g/HEAD", CodeDestructive, true},
+	{"cd \"$(git rev-parse --git-dir)\" && rm -rf objects", CodeDestructive, true},
+	{"cd \"$(git rev-parse --absolute-git-dir)\" && rm -rf refs", CodeDestructive, true},
+	{"cd \"$(readlink -f gl)\" && rm -rf hooks", CodeDestructive, true},
+	{"cd $(realpath gl) && rm -rf logs", CodeDestructive, true},
+	{"cd \"$(cat list.txt)\" && rm -rf objects", CodeDestructive, true},
+	{"rm -rf \"$(readlink -f gl)\"", CodeDestructive, true},
+	{"bash scripts/self.sh", CodeDestructive, true},
+	// package.json scripts.
+	{"npm run nuke", CodeDestructive, true},
+	{"npm test", CodeGit, true},
+	{"yarn nuke", CodeDestructive, false},
+	{"pnpm run nuke -- --x", CodeDestructive, false},
+	{"npm run leak", CodeAntiCheat, true},
+
 	// Recursive searches over a hidden-test directory, as the Grep tool.
 	{"grep -r SECRET tests/", CodeAntiCheat, true},
 	{"grep -Rn SECRET tests", CodeAntiCheat, true},
@@ -214,6 +234,12 @@ var fsCommands = []fsCase{
 	{"echo 'print(1)' > t.py && cat t.py", "", false},
 	{"BASH_ENV=scripts/ok.sh bash -c true", "", false},
 	{"bash --norc scripts/ok.sh", "", false},
+	{"npm run build", "", false},
+	{"npm install && npm run build", "", false},
+	{"yarn install", "", false},
+	{"cd \"$(git rev-parse --show-toplevel)\" && rm -rf build", "", false},
+	{"cd \"$(mktemp -d)\" && rm -rf out", "", false},
+	{"ln -s \"$(cat list.txt)\" g && ls g/", "", false},
 }
 
 // setupRepoFS makes the repository of setupRepo with symlinks and script
@@ -242,7 +268,10 @@ func setupRepoFSAt(t testing.TB, root string) {
 		"scripts/tool.py":       "#!/usr/bin/env python3\nimport shutil\nprint('ok')\n",
 		"scripts/big.sh":        big,
 		"src/evil2.sh":          "rm -rf .git/refs\n",
-		"bin/tool":              "\x7fELF\x00\x00binary",
+		"scripts/self.sh":       "#!/bin/sh\ncd \"$(dirname \"$0\")/..\" && rm -rf .git\n",
+		"package.json": `{"name":"x","scripts":{"build":"echo built","nuke":"rm -rf .git","pretest":"git reset --hard",` +
+			`"test":"echo ok","leak":"cat tests/hidden/a.txt"}}`,
+		"bin/tool": "\x7fELF\x00\x00binary",
 	}
 	for name, body := range files {
 		p := filepath.Join(repo, name)

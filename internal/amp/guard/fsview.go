@@ -120,3 +120,21 @@ func (v *fsView) wrote(abs string) {
 	}
 	v.written[abs] = true
 }
+
+// viaUnknownLink returns the link, made by the command with a target the
+// guard cannot know, that p goes through (or is); "" if none.
+func (v *fsView) viaUnknownLink(cwd, p string) string {
+	if v == nil || len(v.links) == 0 || isUnknown(p) {
+		return ""
+	}
+	abs, known := resolve(cwd, p)
+	if !known {
+		return ""
+	}
+	for l, t := range v.links {
+		if isUnknown(t) && within(abs, l) {
+			return l
+		}
+	}
+	return ""
+}

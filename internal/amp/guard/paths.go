@@ -160,6 +160,9 @@ func (ps paths) deletion(cwd, p string, recursive bool) string {
 			q = "."
 		}
 	}
+	if l := ps.fs.viaUnknownLink(cwd, q); l != "" {
+		return "it goes through " + printable(l) + ", a link this command makes to a place the guard cannot know"
+	}
 	r, ok := ps.fs.real(cwd, q, suffix != "")
 	if !ok {
 		return ""
@@ -225,6 +228,9 @@ func (ps paths) deletionAt(cwd, p string, recursive bool) string {
 		if c == "." || c == ".." || strings.HasPrefix(c, "../") {
 			return "a recursive deletion of " + c + " from an unknown working directory"
 		}
+		if gitInternal[strings.SplitN(c, "/", 2)[0]] {
+			return "a recursive deletion of " + c + " from a working directory the guard cannot know (it could be .git)"
+		}
 		return ""
 	}
 	if r := ps.protectedDir(abs); r != "" {
@@ -232,6 +238,11 @@ func (ps paths) deletionAt(cwd, p string, recursive bool) string {
 	}
 	return ""
 }
+
+// gitInternal are the names inside a .git directory whose recursive
+// deletion from an unknown directory the guard denies.
+var gitInternal = map[string]bool{"objects": true, "refs": true, "logs": true, "hooks": true, "info": true,
+	"worktrees": true, "modules": true}
 
 // protectedDir names abs if it is /, a top-level system directory, the
 // home directory or the project root (or an ancestor of either).
@@ -270,6 +281,9 @@ func (ps paths) write(cwd, p string) string {
 	abs, _ := resolve(cwd, p)
 	if why := writeAt(abs); why != "" {
 		return why
+	}
+	if l := ps.fs.viaUnknownLink(cwd, p); l != "" && l != abs {
+		return "it writes through " + printable(l) + ", a link this command makes to a place the guard cannot know"
 	}
 	if r, ok := ps.fs.real(cwd, p, true); ok && r != abs {
 		if why := writeAt(r); why != "" {

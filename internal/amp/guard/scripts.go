@@ -2,6 +2,7 @@ package guard
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"io/fs"
@@ -73,14 +74,17 @@ func (a *analyzer) scriptFile(s *shState, p string, params []string, how string,
 	if !ok {
 		return
 	}
-	a.shellScript(s, data, params, sourced)
+	a.shellScript(s, p, data, params, sourced)
 }
 
 // shellScript checks the text of a script file.
-func (a *analyzer) shellScript(s *shState, data []byte, params []string, sourced bool) {
+func (a *analyzer) shellScript(s *shState, name string, data []byte, params []string, sourced bool) {
 	sub := s.clone()
 	sub.depth++
 	sub.params, sub.paramsKnown = append([]string(nil), params...), true
+	if !sourced {
+		sub.vars["0"] = strVar(name) // cd "$(dirname "$0")" moves where the script is
+	}
 	a.script(sub, string(data))
 	if sourced {
 		s.cwd = sub.cwd
@@ -158,13 +162,13 @@ func (a *analyzer) execFile(s *shState, name string, args []string) {
 		if len(f) == 0 || !shellNames[path.Base(f[0])] {
 			return // another interpreter's script
 		}
-		a.shellScript(s, data, args, false)
+		a.shellScript(s, name, data, args, false)
 		return
 	}
 	if bytes.IndexByte(data[:min(len(data), 1024)], 0) >= 0 || bytes.HasPrefix(data, []byte("\x7fELF")) {
 		return // a binary program
 	}
-	a.shellScript(s, data, args, false)
+	a.shellScript(s, name, data, args, false)
 }
 
 // madeHere denies (and returns false) a script that the same command
@@ -226,4 +230,88 @@ func containsName(s, name string) bool {
 		i = j + 1
 	}
 	return false
+}
+
+// maxPackageJSON bounds the package.json files the guard reads.
+const maxPackageJSON = 1 << 20
+
+// npmScript checks the package.json scripts that npm run, yarn, pnpm or
+// bun run NAME would run (with their pre and post scripts), as sh -c
+// strings in the package's directory.
+func (a *analyzer) npmScript(s *shState, tool string, args []string) {
+	if len(args) == 0 || s.cwd == "" {
+		return
+	}
+	var name string
+	var extra []string
+	switch {
+	case args[0] == "run" || args[0] == "run-script" || args[0] == "rum" || args[0] == "urn":
+		if len(args) < 2 {
+			return
+		}
+		name, extra = args[1], args[2:]
+	case tool == "npm" && (args[0] == "test" || args[0] == "t" || args[0] == "tst"):
+		name, extra = "test", args[1:]
+	case tool == "npm" && (args[0] == "start" || args[0] == "stop" || args[0] == "restart"):
+		name, extra = args[0], args[1:]
+	case tool != "npm":
+		name, extra = args[0], args[1:] // yarn build, pnpm lint
+	default:
+		return
+	}
+	if strings.HasPrefix(name, "-") || isUnknown(name) {
+		return
+	}
+	if len(extra) > 0 && extra[0] == "--" {
+		extra = extra[1:]
+	}
+	dir := s.cwd
+	for {
+		if _, err := os.Stat(path.Join(dir, "package.json")); err == nil || a.fs.written[path.Join(dir, "package.json")] {
+			break
+		}
+		if dir == "/" || (a.project != "" && dir == a.project) {
+			return
+		}
+		dir = path.Dir(dir)
+	}
+	pj := path.Join(dir, "package.json")
+	how := tool + " " + name
+	r, ok := a.madeHere(s, pj, how, false)
+	if !ok {
+		return
+	}
+	f, err := os.Open(r)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxPackageJSON+1))
+	if err != nil || len(data) > maxPackageJSON {
+		a.deny(CodeBlind, how+" runs a script from "+pj+", which the guard cannot read in full")
+		return
+	}
+	var pkg struct {
+		Scripts map[string]any `json:"scripts"`
+	}
+	if json.Unmarshal(data, &pkg) != nil {
+		return // npm refuses a package.json it cannot parse
+	}
+	for _, k := range []string{"pre" + name, name, "post" + name} {
+		c, ok := pkg.Scripts[k].(string)
+		if !ok {
+			continue
+		}
+		if k == name && len(extra) > 0 {
+			c += " " + quoteWords(extra)
+		}
+		sub := s.clone()
+		sub.depth++
+		sub.cwd = dir
+		a.script(sub, c)
+		if a.found != nil {
+			a.found.Reason += " (the \"" + k + "\" script of " + pj + ")"
+			return
+		}
+	}
 }

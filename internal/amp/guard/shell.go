@@ -623,11 +623,28 @@ func (a *analyzer) staticOutput(s *shState, list []*syntax.Stmt) (string, bool) 
 			out = path.Dir(f[1]) + "\n"
 		}
 	case "git":
-		if len(f) == 3 && f[1] == "rev-parse" && f[2] == "--show-toplevel" && a.project != "" {
+		switch {
+		case len(f) != 3 || f[1] != "rev-parse" || a.project == "":
+			return "", false
+		case f[2] == "--show-toplevel":
 			out = a.project + "\n"
-		} else {
+		case f[2] == "--git-dir" || f[2] == "--absolute-git-dir" || f[2] == "--git-common-dir":
+			out = a.project + "/.git\n" // the repository's own (git prints it relative at the top)
+		default:
 			return "", false
 		}
+	case "readlink", "realpath":
+		// readlink -f / realpath: the physical path, resolved as the
+		// guard resolves it
+		ops := skipOpts(f[1:], "", nil)
+		if len(ops) != 1 || (f[0] == "readlink" && len(f) == 2) {
+			return "", false
+		}
+		r, ok := a.fs.real(s.cwd, ops[0], true)
+		if !ok {
+			return "", false
+		}
+		out = r + "\n"
 	default:
 		return "", false
 	}

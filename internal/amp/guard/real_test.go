@@ -44,6 +44,7 @@ var notRunForReal = map[string]string{
 	"git -c alias.x='!rm -rf .' x":         "GNU rm refuses . (denied for what it means)",
 	"python3 -c \"import os,sys; os.system(sys.argv[1])\" \"rm -rf .\"": "GNU rm refuses . (denied for what it means)",
 	"find . -name '.git' -delete":                                       "find -delete leaves a non-empty .git (denied for what it means)",
+	"SKIP=flake8 git commit -m x":                                       "needs the pre-commit framework",
 }
 
 // unsafeForReal marks commands that reach outside the temporary

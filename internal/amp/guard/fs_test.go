@@ -180,6 +180,7 @@ var fsCommands = []fsCase{
 	{"yarn nuke", CodeDestructive, false},
 	{"pnpm run nuke -- --x", CodeDestructive, false},
 	{"npm run leak", CodeAntiCheat, true},
+	{"cd scripts && npm test", CodeBlind, false}, // scripts/package.json is a FIFO
 
 	// Recursive searches over a hidden-test directory, as the Grep tool.
 	{"grep -r SECRET tests/", CodeAntiCheat, true},
@@ -288,8 +289,10 @@ func setupRepoFSAt(t testing.TB, root string) {
 			t.Fatal(err)
 		}
 	}
-	if err := syscall.Mkfifo(filepath.Join(repo, "scripts", "fifo"), 0o644); err != nil {
-		t.Fatal(err)
+	for _, fifo := range []string{"scripts/fifo", "scripts/package.json"} {
+		if err := syscall.Mkfifo(filepath.Join(repo, fifo), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cmd := exec.Command("python3", "-m", "venv", "--without-pip", filepath.Join(repo, ".venv"))
 	if out, err := cmd.CombinedOutput(); err != nil {

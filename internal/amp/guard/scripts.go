@@ -281,14 +281,9 @@ func (a *analyzer) npmScript(s *shState, tool string, args []string) {
 	if !ok {
 		return
 	}
-	f, err := os.Open(r)
+	data, err := readRegular(r, maxPackageJSON)
 	if err != nil {
-		return
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxPackageJSON+1))
-	if err != nil || len(data) > maxPackageJSON {
-		a.deny(CodeBlind, how+" runs a script from "+pj+", which the guard cannot read in full")
+		a.deny(CodeBlind, how+" runs a script from "+pj+", which the guard cannot read: "+clip(err.Error()))
 		return
 	}
 	var pkg struct {
@@ -314,4 +309,35 @@ func (a *analyzer) npmScript(s *shState, tool string, args []string) {
 			return
 		}
 	}
+}
+
+// errNotRegular and errTooLarge are why readRegular refuses a file.
+var (
+	errNotRegular = errors.New("not a regular file")
+	errTooLarge   = errors.New("larger than the guard reads")
+)
+
+// readRegular reads a regular file of at most max bytes without blocking
+// on a FIFO or device.
+func readRegular(p string, max int) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errNotRegular
+	}
+	data, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > max {
+		return nil, errTooLarge
+	}
+	return data, nil
 }

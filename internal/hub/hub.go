@@ -471,9 +471,10 @@ func follow(ctx context.Context, pg *postgres.Store, due, receipts <-chan string
 				log.Warn("due notifications ended")
 				return
 			}
-			if pg.DueWake(payload) == postgres.WakeAll {
+			switch pg.DueWake(payload) {
+			case postgres.WakeAll:
 				relay.Wake()
-			} else {
+			case postgres.WakeStreams:
 				relay.WakeStreams()
 			}
 		case payload, ok := <-receipts:

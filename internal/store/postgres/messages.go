@@ -156,7 +156,7 @@ func (s *Store) accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 				m.Attempts = 1
 				res.Receipt.Attempts, res.Receipt.UpdatedAt, res.Receipt.History = 1, lease.now, pulledEvents
 			case queued:
-				s.signalDue() // a handed-off message is no other instance's work
+				s.signalAccepted() // a handed-off message is no other instance's work
 			}
 			return res, a.pulled, nil
 		}
@@ -453,7 +453,7 @@ func (s *Store) Complete(ctx context.Context, owner string, results []core.LaneR
 	s.signalEnded(done...)
 	for _, lr := range results {
 		if !lr.Park && lr.NextAt.IsZero() {
-			s.signalDue()
+			s.signalReleased()
 			break
 		}
 	}
@@ -536,7 +536,7 @@ func (s *Store) CompleteRenew(ctx context.Context, owner string, res core.LaneRe
 	}
 	s.signalEnded(done...)
 	if len(next) == 0 {
-		s.signalDue() // released, as by Complete
+		s.signalReleased() // released, as by Complete
 	}
 	return next, nil
 }
@@ -672,7 +672,7 @@ func (s *Store) Wake(ctx context.Context, receiver string, now time.Time) (int, 
 		return 0, wrap("wake", err)
 	}
 	if depth > 0 {
-		s.signalDue()
+		s.signalAccepted()
 	}
 	return depth, nil
 }
@@ -823,7 +823,7 @@ func (s *Store) Replay(ctx context.Context, id string, now, expiresAt time.Time)
 	if err != nil {
 		return nil, err
 	}
-	s.signalDue()
+	s.signalAccepted()
 	return out, nil
 }
 

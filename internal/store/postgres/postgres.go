@@ -83,15 +83,17 @@ type Store struct {
 	// instances' (DueWake).
 	instance string
 
-	// Pending notifications, sent by the notify loop after commit: due
-	// work this instance claims itself (dueSelf), due work for any
-	// instance (dueAll), ended messages.
-	mu       sync.Mutex
-	dueSelf  bool
-	dueAll   bool
-	receipts []string  // payload lines (receipts.go)
-	rechecks []recheck // lanes deleted, to look at again (lanes.go)
-	kick     chan struct{}
+	// Pending notifications, sent by the notify loop after commit: work
+	// made due by this instance's relay, which has woken its scheduler
+	// (dueAccepted), lanes it released, which it should look at again
+	// (dueReleased), work for any instance (dueAll), ended messages.
+	mu          sync.Mutex
+	dueAccepted bool
+	dueReleased bool
+	dueAll      bool
+	receipts    []string  // payload lines (receipts.go)
+	rechecks    []recheck // lanes deleted, to look at again (lanes.go)
+	kick        chan struct{}
 
 	// Accepts waiting for a batch (accept.go).
 	accepts  chan *acceptReq
@@ -190,10 +192,15 @@ func (s *Store) Ping(ctx context.Context) error {
 func (s *Store) Notifier() *Notifier { return s.notifier }
 
 // DueChannel is the channel notified after a write makes lanes due. Its
-// payload is the id of the instance whose write it was, when that
-// instance claims the lanes itself, or empty when any instance should
-// look; DueWake tells a listener what to do about it.
+// payload names the instance whose write it was, when that instance
+// claims the lanes itself, or is empty when any instance should look;
+// DueWake tells a listener what to do about it.
 func (s *Store) DueChannel() string { return s.dueChan }
+
+// acceptedMark ends a due payload whose instance had already woken its
+// scheduler when it wrote (an accept, a Wake, a Replay: the relay wakes
+// itself after each), so its own notification asks nothing of it.
+const acceptedMark = "+"
 
 // DueWake is what a DueChannel notification asks of the instance that
 // receives it.
@@ -203,6 +210,9 @@ const (
 	// WakeAll asks the instance to look for due lanes now and to wake the
 	// streams waiting for work.
 	WakeAll DueWake = iota
+	// WakeNone asks nothing: the instance's own write, after which its
+	// relay woke what it had to.
+	WakeNone
 	// WakeStreams asks it only to wake the streams waiting for work:
 	// another instance made lanes due and claims them itself (its
 	// scheduler was woken by the write), so a poll here would find
@@ -213,15 +223,24 @@ const (
 )
 
 // DueWake tells what a DueChannel payload asks of this store's instance:
-// WakeAll for its own notifications and for those any instance should act
-// on (an empty payload, also sent to every listener after the listening
-// connection reconnects), WakeStreams for the notifications of other
-// instances' writes.
+// WakeAll for those any instance should act on (an empty payload, also
+// sent to every listener after the listening connection reconnects) and
+// for lanes it released (another instance's accept may have raced the
+// release, and polled while the lane was still claimed); WakeNone for its
+// other writes (accepts, Wake, Replay: its relay has woken its scheduler
+// and its streams); WakeStreams for the notifications of other instances.
 func (s *Store) DueWake(payload string) DueWake {
-	if payload == "" || payload == s.instance {
+	if payload == "" {
 		return WakeAll
 	}
-	return WakeStreams
+	id, accepted := strings.CutSuffix(payload, acceptedMark)
+	switch {
+	case id != s.instance:
+		return WakeStreams
+	case accepted:
+		return WakeNone
+	}
+	return WakeAll
 }
 
 // ReceiptChannel is the channel notified when messages reach a terminal
@@ -230,15 +249,23 @@ func (s *Store) DueWake(payload string) DueWake {
 // since each NOTIFY is queued and signalled to every listening session.
 func (s *Store) ReceiptChannel() string { return s.receiptChan }
 
-// signalDue, signalDueAll and signalEnded queue notifications; call them
-// only after the write committed. signalDue is for writes made through
-// the relay of this instance, which wakes its own scheduler (the
-// notification tells other instances' streams); signalDueAll for lanes
-// the store itself made due (lanes restored by a recheck or a sweep),
-// which any instance's scheduler should look at now.
-func (s *Store) signalDue() {
+// signalAccepted, signalReleased, signalDueAll and signalEnded queue
+// notifications; call them only after the write committed (see DueWake).
+// signalAccepted is for writes after which the relay of this instance
+// wakes its own scheduler (Accept, Wake, Replay); signalReleased for
+// lanes released by this instance; signalDueAll for lanes the store
+// itself made due (lanes restored by a recheck or a sweep), which any
+// instance's scheduler should look at now.
+func (s *Store) signalAccepted() {
 	s.mu.Lock()
-	s.dueSelf = true
+	s.dueAccepted = true
+	s.mu.Unlock()
+	s.wakeNotifyLoop()
+}
+
+func (s *Store) signalReleased() {
+	s.mu.Lock()
+	s.dueReleased = true
 	s.mu.Unlock()
 	s.wakeNotifyLoop()
 }
@@ -268,11 +295,21 @@ func (s *Store) wakeNotifyLoop() {
 	}
 }
 
+// notifyGap is the least time between the starts of two notification
+// rounds. An idle store's first notification goes at once; under load the
+// notifications of the writes of up to notifyGap share one round (one
+// transaction, one take of the lock NOTIFY holds at commit), for at most
+// that much more delay.
+const notifyGap = 5 * time.Millisecond
+
 // notifyLoop sends queued notifications, coalescing everything queued since
 // the last round into one round trip: NOTIFY takes a database-wide lock at
 // commit, so one per accepted message would serialise the writers.
 func (s *Store) notifyLoop() {
 	defer close(s.done)
+	var last time.Time
+	gap := time.NewTimer(time.Hour)
+	gap.Stop()
 	for {
 		select {
 		case <-s.kick:
@@ -280,26 +317,39 @@ func (s *Store) notifyLoop() {
 			s.flushNotifications() // what Close's callers committed last
 			return
 		}
+		if d := notifyGap - time.Since(last); d > 0 {
+			gap.Reset(d)
+			select {
+			case <-gap.C:
+			case <-s.quit:
+				gap.Stop()
+				s.flushNotifications()
+				return
+			}
+		}
+		last = time.Now()
 		s.flushNotifications()
 	}
 }
 
 func (s *Store) flushNotifications() {
 	s.mu.Lock()
-	dueSelf, dueAll, receipts := s.dueSelf, s.dueAll, s.receipts
-	s.dueSelf, s.dueAll, s.receipts = false, false, nil
+	accepted, released, all, receipts := s.dueAccepted, s.dueReleased, s.dueAll, s.receipts
+	s.dueAccepted, s.dueReleased, s.dueAll, s.receipts = false, false, false, nil
 	s.mu.Unlock()
-	if !dueSelf && !dueAll && len(receipts) == 0 {
+	if !accepted && !released && !all && len(receipts) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var b pgx.Batch
 	switch {
-	case dueAll:
+	case all:
 		b.Queue("SELECT pg_notify($1, '')", s.dueChan)
-	case dueSelf:
+	case released:
 		b.Queue("SELECT pg_notify($1, $2)", s.dueChan, s.instance)
+	case accepted:
+		b.Queue("SELECT pg_notify($1, $2)", s.dueChan, s.instance+acceptedMark)
 	}
 	if len(receipts) > 0 {
 		for _, p := range receiptPayloads(receipts) {

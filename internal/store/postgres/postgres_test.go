@@ -347,10 +347,10 @@ func TestNotifyAcrossInstances(t *testing.T) {
 	}
 	accept(t, s1, "m1", "alice", "bob", base)
 	p := recv(t, due, "due after Accept on the other instance")
-	// The accepting instance claims the lane itself; the other only wakes
-	// its streams.
-	if s1.DueWake(p) != postgres.WakeAll || s2.DueWake(p) != postgres.WakeStreams {
-		t.Fatalf("due payload %q: DueWake %v on the accepting instance, %v on the other; want WakeAll, WakeStreams",
+	// The accepting instance claims the lane itself (its relay has woken
+	// its scheduler); the other only wakes its streams.
+	if s1.DueWake(p) != postgres.WakeNone || s2.DueWake(p) != postgres.WakeStreams {
+		t.Fatalf("due payload %q after Accept: DueWake %v on the accepting instance, %v on the other; want WakeNone, WakeStreams",
 			p, s1.DueWake(p), s2.DueWake(p))
 	}
 
@@ -362,6 +362,13 @@ func TestNotifyAcrossInstances(t *testing.T) {
 		{MessageID: "m1", Kind: core.OutcomeDelivered, At: base.Add(time.Second)},
 	}}}); err != nil {
 		t.Fatal(err)
+	}
+	// The releasing instance looks at the lane again (an accept elsewhere
+	// may have raced the release); the other only wakes its streams.
+	p = recv(t, due, "due after Complete released the lane")
+	if s1.DueWake(p) != postgres.WakeAll || s2.DueWake(p) != postgres.WakeStreams {
+		t.Fatalf("due payload %q after a release: DueWake %v on the releasing instance, %v on the other; want WakeAll, WakeStreams",
+			p, s1.DueWake(p), s2.DueWake(p))
 	}
 	// The notification carries the receipt as stored.
 	notes := postgres.ParseReceipts(recv(t, receipts, "receipt after Complete"))

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/switchboard-hub/switchboard/internal/core"
 )
@@ -114,6 +115,9 @@ func FuzzParseReceipts(f *testing.F) {
 			back = append(back, ReceiptIDs(p)...)
 		}
 		switch {
+		case !utf8.ValidString(id):
+			// Never stored (core.CheckStorable): json.Marshal makes it
+			// valid, which is all that is asked here.
 		case id == "":
 			if len(back) != 0 {
 				t.Fatalf("empty id came back as %q", back)
@@ -122,7 +126,7 @@ func FuzzParseReceipts(f *testing.F) {
 			if len(id) <= 200 {
 				t.Fatalf("id %q of %d bytes not notified", id, len(id))
 			}
-		case len(back) != 1 || back[0] != strings.ToValidUTF8(id, "\uFFFD"):
+		case len(back) != 1 || back[0] != id:
 			t.Fatalf("id %q came back as %q", id, back)
 		}
 	})

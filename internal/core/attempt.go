@@ -18,10 +18,12 @@ type attemptWatchers struct {
 
 // attemptSignal is what a watch learns: the outcome of an attempt made on
 // this instance (ok), or that the message's receipt became terminal
-// elsewhere (another instance; !ok: read it).
+// elsewhere (another instance; !ok), with that receipt when the
+// notification carried it (rc; nil: read it).
 type attemptSignal struct {
 	o  Outcome
 	ok bool
+	rc *Receipt
 }
 
 func (w *attemptWatchers) watch(id string) chan attemptSignal {
@@ -100,8 +102,9 @@ type AcceptClaimer interface {
 // the lane from there (retries, later messages). Otherwise the scheduler
 // makes the attempt, in the lane's order, and hands its outcome over as it
 // publishes it. Either way the wait reads nothing from the store, but when
-// another hub instance sharing the store ended the message
-// (NotifyReceipt): then the receipt is read once. A duplicate, or a
+// another hub instance sharing the store ended the message and the
+// notification did not carry its receipt (NotifyReceipt rather than
+// NotifyEnded): then the receipt is read once. A duplicate, or a
 // message that is not queued (expired on arrival), is answered at once.
 func (r *Relay) SendAsAwaitAttempt(ctx context.Context, p Principal, m *Message, wait time.Duration) (SendResult, error) {
 	if wait <= 0 || m.ID == "" {
@@ -131,6 +134,10 @@ func (r *Relay) SendAsAwaitAttempt(ctx context.Context, p Principal, m *Message,
 		case s := <-ch:
 			if s.ok {
 				res.Receipt = attempted(res.Receipt, s.o)
+				return res, nil
+			}
+			if s.rc != nil && s.rc.Status.Terminal() {
+				res.Receipt = *s.rc
 				return res, nil
 			}
 			rc, err := r.store.GetReceipt(ctx, id)

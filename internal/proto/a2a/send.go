@@ -46,18 +46,13 @@ func (h *handler) SendMessage(ctx context.Context, req *sdk.SendMessageRequest) 
 func (h *handler) SendStreamingMessage(ctx context.Context, req *sdk.SendMessageRequest) iter.Seq2[sdk.Event, error] {
 	s := h.s
 	return func(yield func(sdk.Event, error) bool) {
-		ag, err := s.agent(ctx, req.Tenant)
+		// Before anything is started, so a refused stream leaves no task.
+		ag, release, err := s.openStream(ctx, req.Tenant)
 		if err != nil {
 			yield(nil, err)
 			return
 		}
-		// Before anything is started, so a refused stream leaves no task.
-		caller := streamCaller(ctx)
-		if !s.streams.acquire(caller) {
-			yield(nil, sdk.NewError(sdk.ErrInternalError, fmt.Sprintf("this caller has %d A2A streams open, as many as it may; close one, or follow tasks with GetTask or push notifications", MaxStreamsPerCaller)))
-			return
-		}
-		defer s.streams.release(caller)
+		defer release()
 		rec, err := s.start(ctx, ag, req)
 		if err != nil {
 			yield(nil, err)
@@ -72,17 +67,12 @@ func (h *handler) SendStreamingMessage(ctx context.Context, req *sdk.SendMessage
 func (h *handler) SubscribeToTask(ctx context.Context, req *sdk.SubscribeToTaskRequest) iter.Seq2[sdk.Event, error] {
 	s := h.s
 	return func(yield func(sdk.Event, error) bool) {
-		ag, err := s.agent(ctx, req.Tenant)
+		ag, release, err := s.openStream(ctx, req.Tenant)
 		if err != nil {
 			yield(nil, err)
 			return
 		}
-		caller := streamCaller(ctx)
-		if !s.streams.acquire(caller) {
-			yield(nil, sdk.NewError(sdk.ErrInternalError, fmt.Sprintf("this caller has %d A2A streams open, as many as it may", MaxStreamsPerCaller)))
-			return
-		}
-		defer s.streams.release(caller)
+		defer release()
 		if _, err := s.visible(ctx, ag, string(req.ID)); err != nil {
 			yield(nil, err)
 			return
@@ -130,6 +120,21 @@ func (s *Server) stream(ctx context.Context, agent string, rec *TaskRecord, yiel
 		}
 		last = cur
 	}
+}
+
+// openStream returns the agent a stream request is for (see agent) and
+// takes one of the caller's streams (MaxStreamsPerCaller); release gives
+// it back.
+func (s *Server) openStream(ctx context.Context, tenant string) (ag *core.Agent, release func(), err error) {
+	ag, err = s.agent(ctx, tenant)
+	if err != nil {
+		return nil, nil, err
+	}
+	caller := streamCaller(ctx)
+	if !s.streams.acquire(caller) {
+		return nil, nil, sdk.NewError(sdk.ErrInternalError, fmt.Sprintf("this caller has %d A2A streams open, as many as it may; close one, or follow tasks with GetTask or push notifications", MaxStreamsPerCaller))
+	}
+	return ag, func() { s.streams.release(caller) }, nil
 }
 
 // streamCaller names the caller of ctx for the bound on streams: its

@@ -14,10 +14,8 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -26,14 +24,16 @@ import (
 	"time"
 
 	"github.com/switchboard-hub/switchboard/internal/core"
+	"github.com/switchboard-hub/switchboard/internal/pileup"
 	"github.com/switchboard-hub/switchboard/internal/store/sqlite"
+	"github.com/switchboard-hub/switchboard/scripts/internal/hubbin"
 )
 
 func main() {
 	agents := flag.Int("agents", 100000, "registered agents")
 	messages := flag.Int("messages", 1000000, "queued messages")
 	dir := flag.String("data", "", "data directory (default: a temporary one)")
-	bin := flag.String("bin", "", "switchboard binary (default: built from ./cmd/switchboard)")
+	bin := hubbin.BinFlag()
 	flag.Parse()
 	if *dir == "" {
 		d, err := os.MkdirTemp("", "switchboard-capacity-")
@@ -43,15 +43,13 @@ func main() {
 		defer os.RemoveAll(d)
 		*dir = d
 	}
-	if *bin == "" {
-		*bin = filepath.Join(*dir, "switchboard")
-		if out, err := exec.Command("go", "build", "-o", *bin, "./cmd/switchboard").CombinedOutput(); err != nil {
-			log.Fatalf("build: %v\n%s", err, out)
-		}
+	b, err := hubbin.Build(*bin, *dir)
+	if err != nil {
+		log.Fatal(err)
 	}
 	data := filepath.Join(*dir, "data")
 	seed(data, *agents, *messages)
-	measure(*bin, data)
+	measure(b, data)
 }
 
 func seed(dir string, agents, messages int) {
@@ -124,37 +122,20 @@ func seed(dir string, agents, messages int) {
 	log.Printf("data directory: %.0f MiB", float64(size)/(1<<20))
 }
 
-func freeAddr() string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func measure(bin, data string) {
+	addr, err := hubbin.FreeAddr()
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-func measure(bin, data string) {
-	addr := freeAddr()
 	start := time.Now()
-	cmd := exec.Command(bin, "serve", "--dev", "--addr", addr, "--data", data, "--max-queue", "-1", "--log-level", "warn")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
+	hub, err := hubbin.Start(bin, addr, "--data", data, "--max-queue", "-1", "--log-level", "warn")
+	if err != nil {
 		log.Fatal(err)
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	base := "http://" + addr
-	for {
-		resp, err := http.Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Since(start) > time.Minute {
-			log.Fatal("hub not ready within a minute")
-		}
-		time.Sleep(5 * time.Millisecond)
+	defer hub.Stop()
+	base := hub.Base
+	if err := hub.WaitReady(5*time.Millisecond, time.Minute); err != nil {
+		log.Fatal(err)
 	}
 	ready := time.Since(start)
 	// The first queued message of some agent can be pulled.
@@ -184,23 +165,11 @@ func measure(bin, data string) {
 	resp.Body.Close()
 	send := time.Since(t0)
 	time.Sleep(2 * time.Second) // let the scheduler's first passes run
-	rss := rssOf(cmd.Process.Pid)
+	rss, _, err := pileup.RSS(hub.Cmd.Process.Pid)
+	if err != nil {
+		log.Print(err)
+	}
 	fmt.Printf("ready after %v; first pull (%d message) after %v; capability lookup %v; send %v (%d); hub RSS %.0f MiB\n",
 		ready.Round(time.Millisecond), len(out.Messages), firstPull.Round(time.Millisecond), capLookup.Round(time.Microsecond),
 		send.Round(time.Microsecond), resp.StatusCode, float64(rss)/(1<<20))
-}
-
-func rssOf(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			f := strings.Fields(line)
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
 }

@@ -44,46 +44,48 @@ func (h *handler) SendMessage(ctx context.Context, req *sdk.SendMessageRequest) 
 // status-update per status change, and ends after a terminal or
 // interrupted state.
 func (h *handler) SendStreamingMessage(ctx context.Context, req *sdk.SendMessageRequest) iter.Seq2[sdk.Event, error] {
-	s := h.s
-	return func(yield func(sdk.Event, error) bool) {
-		// Before anything is started, so a refused stream leaves no task.
-		ag, release, err := s.openStream(ctx, req.Tenant)
-		if err != nil {
-			yield(nil, err)
-			return
-		}
-		defer release()
-		rec, err := s.start(ctx, ag, req)
-		if err != nil {
-			yield(nil, err)
-			return
-		}
-		s.stream(ctx, ag.ID, rec, yield)
-	}
+	return h.s.streamTask(ctx, req.Tenant, func(ag *core.Agent) (*TaskRecord, error) { return h.s.start(ctx, ag, req) })
 }
 
 // SubscribeToTask implements a2asrv.RequestHandler: the stream of a task
 // that is not terminal, as SendStreamingMessage's.
 func (h *handler) SubscribeToTask(ctx context.Context, req *sdk.SubscribeToTaskRequest) iter.Seq2[sdk.Event, error] {
 	s := h.s
+	return s.streamTask(ctx, req.Tenant, func(ag *core.Agent) (*TaskRecord, error) {
+		if _, err := s.visible(ctx, ag, string(req.ID)); err != nil {
+			return nil, err
+		}
+		rec := s.reconcile(ctx, ag.ID, string(req.ID))
+		if rec == nil {
+			return nil, errNotFoundTask(req.ID)
+		}
+		if rec.Task.Status.State.Terminal() {
+			return nil, sdk.NewError(sdk.ErrUnsupportedOperation, fmt.Sprintf("task %s is %s; there is nothing to subscribe to", rec.Task.ID, rec.Task.Status.State))
+		}
+		return rec, nil
+	})
+}
+
+// streamTask is a stream (see stream) of the task that begin starts or
+// finds for the agent a request is for (see agent). It holds one of the
+// caller's streams (MaxStreamsPerCaller) while it runs, taken before begin
+// so that a refused stream starts nothing.
+func (s *Server) streamTask(ctx context.Context, tenant string, begin func(*core.Agent) (*TaskRecord, error)) iter.Seq2[sdk.Event, error] {
 	return func(yield func(sdk.Event, error) bool) {
-		ag, release, err := s.openStream(ctx, req.Tenant)
+		ag, err := s.agent(ctx, tenant)
 		if err != nil {
 			yield(nil, err)
 			return
 		}
-		defer release()
-		if _, err := s.visible(ctx, ag, string(req.ID)); err != nil {
+		caller := streamCaller(ctx)
+		if !s.streams.acquire(caller) {
+			yield(nil, sdk.NewError(sdk.ErrInternalError, fmt.Sprintf("this caller has %d A2A streams open, as many as it may; close one, or follow tasks with GetTask or push notifications", MaxStreamsPerCaller)))
+			return
+		}
+		defer s.streams.release(caller)
+		rec, err := begin(ag)
+		if err != nil {
 			yield(nil, err)
-			return
-		}
-		rec := s.reconcile(ctx, ag.ID, string(req.ID))
-		if rec == nil {
-			yield(nil, errNotFoundTask(req.ID))
-			return
-		}
-		if rec.Task.Status.State.Terminal() {
-			yield(nil, sdk.NewError(sdk.ErrUnsupportedOperation, fmt.Sprintf("task %s is %s; there is nothing to subscribe to", rec.Task.ID, rec.Task.Status.State)))
 			return
 		}
 		s.stream(ctx, ag.ID, rec, yield)
@@ -120,21 +122,6 @@ func (s *Server) stream(ctx context.Context, agent string, rec *TaskRecord, yiel
 		}
 		last = cur
 	}
-}
-
-// openStream returns the agent a stream request is for (see agent) and
-// takes one of the caller's streams (MaxStreamsPerCaller); release gives
-// it back.
-func (s *Server) openStream(ctx context.Context, tenant string) (ag *core.Agent, release func(), err error) {
-	ag, err = s.agent(ctx, tenant)
-	if err != nil {
-		return nil, nil, err
-	}
-	caller := streamCaller(ctx)
-	if !s.streams.acquire(caller) {
-		return nil, nil, sdk.NewError(sdk.ErrInternalError, fmt.Sprintf("this caller has %d A2A streams open, as many as it may; close one, or follow tasks with GetTask or push notifications", MaxStreamsPerCaller))
-	}
-	return ag, func() { s.streams.release(caller) }, nil
 }
 
 // streamCaller names the caller of ctx for the bound on streams: its

@@ -61,56 +61,30 @@ func seed(dir string, agents, messages int) {
 	defer st.Close()
 	now := time.Now().UTC()
 	start := time.Now()
-	par := 64
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := 0; w < par; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(agents) {
-					return
-				}
-				a := &core.Agent{ID: fmt.Sprintf("agent-%06d", i), Capabilities: []string{"cap-" + strconv.Itoa(int(i%100))},
-					Endpoint: core.Endpoint{Kind: core.EndpointPull}, LeaseSeconds: 86400, ExpiresAt: now.Add(24 * time.Hour),
-					RegisteredAt: now, LastSeen: now}
-				if _, err := st.UpsertAgent(ctx, a); err != nil {
-					log.Fatal(err)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	inParallel(agents, func(i int64) {
+		a := &core.Agent{ID: fmt.Sprintf("agent-%06d", i), Capabilities: []string{"cap-" + strconv.Itoa(int(i%100))},
+			Endpoint: core.Endpoint{Kind: core.EndpointPull}, LeaseSeconds: 86400, ExpiresAt: now.Add(24 * time.Hour),
+			RegisteredAt: now, LastSeen: now}
+		if _, err := st.UpsertAgent(ctx, a); err != nil {
+			log.Fatal(err)
+		}
+	})
 	log.Printf("seeded %d agents in %v", agents, time.Since(start).Round(time.Millisecond))
 	start = time.Now()
-	next.Store(0)
-	for w := 0; w < par; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(messages) {
-					return
-				}
-				m := &core.Message{ID: fmt.Sprintf("m-%07d", i), Sender: fmt.Sprintf("agent-%06d", i%int64(agents)),
-					Receiver: fmt.Sprintf("agent-%06d", (i*7919)%int64(agents)), Type: "task.request",
-					Parts: []core.Part{{Kind: core.PartText, Text: "capacity check message " + strconv.FormatInt(i, 10)}},
-					TTL:   24 * time.Hour, ReceivedAt: now, ExpiresAt: now.Add(24 * time.Hour)}
-				rc := &core.Receipt{MessageID: m.ID, Sender: m.Sender, Receiver: m.Receiver, Status: core.StatusQueued,
-					CreatedAt: now, UpdatedAt: now, ExpiresAt: m.ExpiresAt}
-				if _, err := st.Accept(ctx, m, rc, 0); err != nil {
-					log.Fatal(err)
-				}
-				if i%100000 == 0 && i > 0 {
-					log.Printf("  %d messages", i)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	inParallel(messages, func(i int64) {
+		m := &core.Message{ID: fmt.Sprintf("m-%07d", i), Sender: fmt.Sprintf("agent-%06d", i%int64(agents)),
+			Receiver: fmt.Sprintf("agent-%06d", (i*7919)%int64(agents)), Type: "task.request",
+			Parts: []core.Part{{Kind: core.PartText, Text: "capacity check message " + strconv.FormatInt(i, 10)}},
+			TTL:   24 * time.Hour, ReceivedAt: now, ExpiresAt: now.Add(24 * time.Hour)}
+		rc := &core.Receipt{MessageID: m.ID, Sender: m.Sender, Receiver: m.Receiver, Status: core.StatusQueued,
+			CreatedAt: now, UpdatedAt: now, ExpiresAt: m.ExpiresAt}
+		if _, err := st.Accept(ctx, m, rc, 0); err != nil {
+			log.Fatal(err)
+		}
+		if i%100000 == 0 && i > 0 {
+			log.Printf("  %d messages", i)
+		}
+	})
 	log.Printf("seeded %d queued messages in %v", messages, time.Since(start).Round(time.Millisecond))
 	var size int64
 	filepath.Walk(dir, func(_ string, fi os.FileInfo, _ error) error {
@@ -120,6 +94,21 @@ func seed(dir string, agents, messages int) {
 		return nil
 	})
 	log.Printf("data directory: %.0f MiB", float64(size)/(1<<20))
+}
+
+// inParallel calls f with 0, 1, … n-1 from 64 goroutines (the store
+// groups their writes into shared commits) and returns when all are done.
+func inParallel(n int, f func(i int64)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func measure(bin, data string) {

@@ -119,7 +119,7 @@ func TestSendAwaitsFirstAttempt(t *testing.T) {
 			close(release)
 			ctx, cancel := context.WithTimeout(f.ctx, time.Minute)
 			defer cancel()
-			if rc, err := f.relay.WaitReceipt(ctx, "slow"); err != nil || rc.Status != core.StatusDelivered {
+			if rc, err := f.relay.WaitReceiptFor(ctx, core.AdminPrincipal(), "slow"); err != nil || rc.Status != core.StatusDelivered {
 				t.Fatalf("after the answer: %+v %v, want delivered all the same", rc, err)
 			}
 		})
@@ -184,7 +184,7 @@ func TestSendAwaitsFirstAttempt(t *testing.T) {
 		close(release)
 		ctx, cancel := context.WithTimeout(f.ctx, time.Minute)
 		defer cancel()
-		if rc, err := f.relay.WaitReceipt(ctx, "second"); err != nil || rc.Status != core.StatusDelivered {
+		if rc, err := f.relay.WaitReceiptFor(ctx, core.AdminPrincipal(), "second"); err != nil || rc.Status != core.StatusDelivered {
 			t.Fatalf("second: %+v %v, want delivered by the claim's holder", rc, err)
 		}
 		if got := f.d.delivered(); len(got) != 2 || got[0] != "first" || got[1] != "second" {

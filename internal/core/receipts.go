@@ -9,13 +9,8 @@ import (
 	"time"
 )
 
-// receipt returns a message's receipt.
-func (r *Relay) receipt(ctx context.Context, id string) (*Receipt, error) {
-	return r.store.GetReceipt(ctx, id)
-}
-
-// WaitReceipt waits until message id has a terminal receipt or ctx ends.
-func (r *Relay) WaitReceipt(ctx context.Context, id string) (*Receipt, error) {
+// waitReceipt waits until message id has a terminal receipt or ctx ends.
+func (r *Relay) waitReceipt(ctx context.Context, id string) (*Receipt, error) {
 	return waitFor(ctx, r, id, func() (*Receipt, bool, error) {
 		rc, err := r.store.GetReceipt(ctx, id)
 		if err != nil {
@@ -25,8 +20,8 @@ func (r *Relay) WaitReceipt(ctx context.Context, id string) (*Receipt, error) {
 	})
 }
 
-// WaitResult waits until a message correlated to id arrives or ctx ends.
-func (r *Relay) WaitResult(ctx context.Context, id string) (*Message, error) {
+// waitResult waits until a message correlated to id arrives or ctx ends.
+func (r *Relay) waitResult(ctx context.Context, id string) (*Message, error) {
 	return waitFor(ctx, r, resultKeyPrefix+id, func() (*Message, bool, error) {
 		ms, err := r.store.Results(ctx, id, 1)
 		if err != nil || len(ms) == 0 {
@@ -187,7 +182,7 @@ func (r *Relay) WaitReceiptFor(ctx context.Context, p Principal, id string) (*Re
 	if err != nil || rc.Status.Terminal() {
 		return rc, err
 	}
-	got, err := r.WaitReceipt(ctx, id)
+	got, err := r.waitReceipt(ctx, id)
 	if err != nil {
 		return rc, err
 	}
@@ -204,7 +199,7 @@ func (r *Relay) ResultsFor(ctx context.Context, p Principal, id string, wait tim
 	}
 	if wait > 0 {
 		wctx, cancel := context.WithTimeout(ctx, wait)
-		_, _ = r.WaitResult(wctx, id)
+		_, _ = r.waitResult(wctx, id)
 		cancel()
 	}
 	return r.store.Results(ctx, id, limit)

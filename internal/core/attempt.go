@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/switchboard-hub/switchboard/internal/stopctx"
 )
 
 // attemptWatchers hands the outcome of a message's delivery attempt to
@@ -167,7 +169,7 @@ func (r *Relay) attemptClaimed(m *Message) {
 		// at the wait's bound.
 		held := claimedSize(c.Messages)
 		r.cfg.Memory.Acquire(held)
-		r.deliverLane(untilStopped{Context: context.Background(), stop: r.stopping()}, c, held)
+		r.deliverLane(stopctx.Until(r.stopping()), c, held)
 	}()
 }
 
@@ -187,23 +189,6 @@ func (r *Relay) stopClaimed() {
 	case <-ch:
 	default:
 		close(ch)
-	}
-}
-
-// untilStopped is a context that ends when stop is closed.
-type untilStopped struct {
-	context.Context
-	stop <-chan struct{}
-}
-
-func (c untilStopped) Done() <-chan struct{} { return c.stop }
-
-func (c untilStopped) Err() error {
-	select {
-	case <-c.stop:
-		return context.Canceled
-	default:
-		return nil
 	}
 }
 

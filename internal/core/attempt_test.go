@@ -2,11 +2,13 @@ package core_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/switchboard-hub/switchboard/internal/core"
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
 // plainStore is a store without the optional capabilities (no
@@ -248,6 +250,45 @@ func TestSendAwaitsFirstAttempt(t *testing.T) {
 			}
 		case <-ctx.Done():
 			t.Fatal("the notification did not end the wait")
+		}
+	})
+	t.Run("ended by another instance, receipt in the notification", func(t *testing.T) {
+		// The notification carries the terminal receipt: the wait answers
+		// with it and reads nothing. The store still holds the message
+		// queued (no instance attempted it), so an answer of delivered,
+		// with the notification's reply, can only come from the
+		// notification; one read from the store would keep waiting.
+		f := attemptFixture(t, true, false, nil)
+		type answer struct {
+			res core.SendResult
+			err error
+		}
+		got := make(chan answer, 1)
+		go func() {
+			res, err := f.relay.SendAsAwaitAttempt(f.ctx, core.InternalPrincipal("test"), task("carried", "worker"), long)
+			got <- answer{res, err}
+		}()
+		ctx, cancel := context.WithTimeout(f.ctx, time.Minute)
+		defer cancel()
+		var stored *core.Receipt
+		waitfor.OK(t, "the message to be stored", func() error {
+			var err error
+			stored, err = f.relay.ReceiptFor(ctx, core.AdminPrincipal(), "carried")
+			return err
+		})
+		rc := *stored
+		rc.Status, rc.Attempts, rc.Reply = core.StatusDelivered, 1, json.RawMessage(`{"from":"notification"}`)
+		f.relay.NotifyEnded(&rc)
+		select {
+		case a := <-got:
+			if a.err != nil || a.res.Receipt.Status != core.StatusDelivered || string(a.res.Receipt.Reply) != `{"from":"notification"}` {
+				t.Fatalf("answered %+v %v, want the notification's delivered receipt", a.res.Receipt, a.err)
+			}
+		case <-ctx.Done():
+			t.Fatal("the notification did not end the wait")
+		}
+		if st, err := f.relay.ReceiptFor(ctx, core.AdminPrincipal(), "carried"); err != nil || st.Status != core.StatusQueued {
+			t.Fatalf("stored receipt %+v %v, want still queued (the test's premise)", st, err)
 		}
 	})
 }

@@ -85,7 +85,11 @@ func (r *Relay) unwait(key string, ch chan struct{}) {
 	}
 }
 
-func (r *Relay) notify(key string) {
+func (r *Relay) notify(key string) { r.notifyWith(key, nil) }
+
+// notifyWith is notify, handing rc, message key's terminal receipt when
+// not nil, to the sends waiting for its first attempt.
+func (r *Relay) notifyWith(key string, rc *Receipt) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, ch := range r.waiters[key] {
@@ -94,7 +98,7 @@ func (r *Relay) notify(key string) {
 		default:
 		}
 	}
-	r.attempts.signal(key, attemptSignal{})
+	r.attempts.signal(key, attemptSignal{rc: rc})
 	id := strings.TrimPrefix(key, resultKeyPrefix)
 	for _, h := range r.hooks[id] {
 		h.fn(id)
@@ -135,6 +139,12 @@ func (r *Relay) OnMessageEvent(id string, fn func(id string)) (stop func()) {
 // NotifyReceipt wakes whoever waits for message id's receipt; stores shared
 // between instances call it when another instance ended a message.
 func (r *Relay) NotifyReceipt(id string) { r.notify(id) }
+
+// NotifyEnded is NotifyReceipt for a message whose terminal receipt rc,
+// as the other instance stored it, came with the notification: a send
+// waiting for the message's first attempt (SendAsAwaitAttempt) answers
+// with it, without reading the store. rc must not change afterwards.
+func (r *Relay) NotifyEnded(rc *Receipt) { r.notifyWith(rc.MessageID, rc) }
 
 // receiptAccess returns message id's receipt when p may read it: its
 // sender or receiver in the identity that sent or received it, the

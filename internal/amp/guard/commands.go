@@ -856,6 +856,20 @@ func (a *analyzer) copyLike(s *shState, name string, args []string) {
 	if name == "ln" || name == "link" {
 		a.recordLinks(s, opts, ops, dest)
 	}
+	if name == "cp" && has(opts, "-s", "--symbolic-link", "-l", "--link") && len(ops) > 0 {
+		// cp -s/-l makes links (or a tree of them) to the sources
+		for _, src := range ops {
+			abs, known := resolve(s.cwd, src)
+			d, dknown := resolve(s.cwd, dest)
+			if !known || !dknown || isUnknown(src) || isUnknown(dest) {
+				continue
+			}
+			if len(ops) > 1 {
+				d = path.Join(d, path.Base(abs))
+			}
+			a.fs.link(d, abs)
+		}
+	}
 	for _, x := range ops {
 		if a.anti(s, x) {
 			return

@@ -182,6 +182,13 @@ var fsCommands = []fsCase{
 	{"npm run leak", CodeAntiCheat, true},
 	{"cd scripts && npm test", CodeBlind, false}, // scripts/package.json is a FIFO
 
+	// Links made by cp, scripts read from file descriptors.
+	{"cp -rs \"$PWD/.git\" g && echo x > g/HEAD", CodeDestructive, true},
+	{"cp -al .git g && echo x > g/HEAD", CodeDestructive, true},
+	{"exec 3< scripts/evil.sh; bash <&3", CodeBlind, true},
+	{"exec 3< scripts/evil.sh; bash /dev/fd/3", CodeBlind, true},
+	{"bash /proc/self/fd/0 < scripts/evil.sh", CodeBlind, true},
+
 	// Recursive searches over a hidden-test directory, as the Grep tool.
 	{"grep -r SECRET tests/", CodeAntiCheat, true},
 	{"grep -Rn SECRET tests", CodeAntiCheat, true},
@@ -235,6 +242,8 @@ var fsCommands = []fsCase{
 	{"echo 'print(1)' > t.py && cat t.py", "", false},
 	{"BASH_ENV=scripts/ok.sh bash -c true", "", false},
 	{"bash --norc scripts/ok.sh", "", false},
+	{"cp -rs \"$PWD/src\" s3 && echo x > s3/y.go", "", false},
+	{"exec 3< a.txt; cat <&3", "", false},
 	{"npm run build", "", false},
 	{"npm install && npm run build", "", false},
 	{"yarn install", "", false},
@@ -339,6 +348,11 @@ func TestFSToolTable(t *testing.T) {
 		{"Glob", map[string]any{"pattern": "*", "path": "hid"}, CodeAntiCheat},
 		{"Glob", map[string]any{"pattern": "**/*.txt", "path": "up/repo/hid"}, CodeAntiCheat},
 		{"Glob", map[string]any{"pattern": "*.go", "path": "srclink"}, ""},
+		{"Glob", map[string]any{"pattern": "hid/*"}, CodeAntiCheat},
+		{"Glob", map[string]any{"pattern": "up/repo/hid/**"}, CodeAntiCheat},
+		{"Grep", map[string]any{"pattern": "SECRET", "glob": "hid/*"}, CodeAntiCheat},
+		{"Glob", map[string]any{"pattern": "srclink/*.go"}, ""},
+		{"Glob", map[string]any{"pattern": "**/*.go"}, ""},
 	}
 	for _, tt := range tests {
 		d := Check(Request{Mode: ModeDev, Tool: tt.tool, Input: tt.input, Cwd: repo, ProjectDir: repo, Home: filepath.Join(root, "home")})

@@ -192,6 +192,11 @@ func (a *analyzer) madeHere(s *shState, p, how string, strict bool) (string, boo
 	if !ok {
 		r = abs
 	}
+	if strict && (strings.HasPrefix(abs, "/dev/fd/") || strings.HasPrefix(abs, "/proc/") || strings.HasPrefix(abs, "/dev/std")) {
+		// a file descriptor the command opened earlier (exec 3< x.sh)
+		a.deny(CodeBlind, how+" runs "+clip(p)+", a file descriptor or process file the guard cannot read")
+		return "", false
+	}
 	if a.fs == nil {
 		return r, true
 	}

@@ -311,6 +311,10 @@ func (a *analyzer) stmt(s *shState, st *syntax.Stmt, in input) {
 				return
 			}
 			a.recordWrite(s, t)
+		case syntax.DplIn:
+			if t := a.literal(s, r.Word); t != "-" && t != "0" {
+				in = input{present: true, from: "file descriptor " + printable(t)}
+			}
 		case syntax.DplOut:
 			t := a.literal(s, r.Word)
 			if strings.Trim(t, "0123456789-") != "" { // >&file is a file redirection

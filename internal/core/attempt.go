@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/switchboard-hub/switchboard/internal/stopctx"
 )
 
 // attemptWatchers hands the outcome of a message's delivery attempt to
@@ -18,10 +20,12 @@ type attemptWatchers struct {
 
 // attemptSignal is what a watch learns: the outcome of an attempt made on
 // this instance (ok), or that the message's receipt became terminal
-// elsewhere (another instance; !ok: read it).
+// elsewhere (another instance; !ok), with that receipt when the
+// notification carried it (rc; nil: read it).
 type attemptSignal struct {
 	o  Outcome
 	ok bool
+	rc *Receipt
 }
 
 func (w *attemptWatchers) watch(id string) chan attemptSignal {
@@ -100,8 +104,9 @@ type AcceptClaimer interface {
 // the lane from there (retries, later messages). Otherwise the scheduler
 // makes the attempt, in the lane's order, and hands its outcome over as it
 // publishes it. Either way the wait reads nothing from the store, but when
-// another hub instance sharing the store ended the message
-// (NotifyReceipt): then the receipt is read once. A duplicate, or a
+// another hub instance sharing the store ended the message and the
+// notification did not carry its receipt (NotifyReceipt rather than
+// NotifyEnded): then the receipt is read once. A duplicate, or a
 // message that is not queued (expired on arrival), is answered at once.
 func (r *Relay) SendAsAwaitAttempt(ctx context.Context, p Principal, m *Message, wait time.Duration) (SendResult, error) {
 	if wait <= 0 || m.ID == "" {
@@ -133,6 +138,10 @@ func (r *Relay) SendAsAwaitAttempt(ctx context.Context, p Principal, m *Message,
 				res.Receipt = attempted(res.Receipt, s.o)
 				return res, nil
 			}
+			if s.rc != nil && s.rc.Status.Terminal() {
+				res.Receipt = *s.rc
+				return res, nil
+			}
 			rc, err := r.store.GetReceipt(ctx, id)
 			if err == nil && rc.Status.Terminal() {
 				res.Receipt = *rc
@@ -160,7 +169,7 @@ func (r *Relay) attemptClaimed(m *Message) {
 		// at the wait's bound.
 		held := claimedSize(c.Messages)
 		r.cfg.Memory.Acquire(held)
-		r.deliverLane(untilStopped{Context: context.Background(), stop: r.stopping()}, c, held)
+		r.deliverLane(stopctx.Until(r.stopping()), c, held)
 	}()
 }
 
@@ -180,23 +189,6 @@ func (r *Relay) stopClaimed() {
 	case <-ch:
 	default:
 		close(ch)
-	}
-}
-
-// untilStopped is a context that ends when stop is closed.
-type untilStopped struct {
-	context.Context
-	stop <-chan struct{}
-}
-
-func (c untilStopped) Done() <-chan struct{} { return c.stop }
-
-func (c untilStopped) Err() error {
-	select {
-	case <-c.stop:
-		return context.Canceled
-	default:
-		return nil
 	}
 }
 

@@ -2,11 +2,13 @@ package core_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/switchboard-hub/switchboard/internal/core"
+	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
 // plainStore is a store without the optional capabilities (no
@@ -119,7 +121,7 @@ func TestSendAwaitsFirstAttempt(t *testing.T) {
 			close(release)
 			ctx, cancel := context.WithTimeout(f.ctx, time.Minute)
 			defer cancel()
-			if rc, err := f.relay.WaitReceipt(ctx, "slow"); err != nil || rc.Status != core.StatusDelivered {
+			if rc, err := f.relay.WaitReceiptFor(ctx, core.AdminPrincipal(), "slow"); err != nil || rc.Status != core.StatusDelivered {
 				t.Fatalf("after the answer: %+v %v, want delivered all the same", rc, err)
 			}
 		})
@@ -184,7 +186,7 @@ func TestSendAwaitsFirstAttempt(t *testing.T) {
 		close(release)
 		ctx, cancel := context.WithTimeout(f.ctx, time.Minute)
 		defer cancel()
-		if rc, err := f.relay.WaitReceipt(ctx, "second"); err != nil || rc.Status != core.StatusDelivered {
+		if rc, err := f.relay.WaitReceiptFor(ctx, core.AdminPrincipal(), "second"); err != nil || rc.Status != core.StatusDelivered {
 			t.Fatalf("second: %+v %v, want delivered by the claim's holder", rc, err)
 		}
 		if got := f.d.delivered(); len(got) != 2 || got[0] != "first" || got[1] != "second" {
@@ -248,6 +250,45 @@ func TestSendAwaitsFirstAttempt(t *testing.T) {
 			}
 		case <-ctx.Done():
 			t.Fatal("the notification did not end the wait")
+		}
+	})
+	t.Run("ended by another instance, receipt in the notification", func(t *testing.T) {
+		// The notification carries the terminal receipt: the wait answers
+		// with it and reads nothing. The store still holds the message
+		// queued (no instance attempted it), so an answer of delivered,
+		// with the notification's reply, can only come from the
+		// notification; one read from the store would keep waiting.
+		f := attemptFixture(t, true, false, nil)
+		type answer struct {
+			res core.SendResult
+			err error
+		}
+		got := make(chan answer, 1)
+		go func() {
+			res, err := f.relay.SendAsAwaitAttempt(f.ctx, core.InternalPrincipal("test"), task("carried", "worker"), long)
+			got <- answer{res, err}
+		}()
+		ctx, cancel := context.WithTimeout(f.ctx, time.Minute)
+		defer cancel()
+		var stored *core.Receipt
+		waitfor.OK(t, "the message to be stored", func() error {
+			var err error
+			stored, err = f.relay.ReceiptFor(ctx, core.AdminPrincipal(), "carried")
+			return err
+		})
+		rc := *stored
+		rc.Status, rc.Attempts, rc.Reply = core.StatusDelivered, 1, json.RawMessage(`{"from":"notification"}`)
+		f.relay.NotifyEnded(&rc)
+		select {
+		case a := <-got:
+			if a.err != nil || a.res.Receipt.Status != core.StatusDelivered || string(a.res.Receipt.Reply) != `{"from":"notification"}` {
+				t.Fatalf("answered %+v %v, want the notification's delivered receipt", a.res.Receipt, a.err)
+			}
+		case <-ctx.Done():
+			t.Fatal("the notification did not end the wait")
+		}
+		if st, err := f.relay.ReceiptFor(ctx, core.AdminPrincipal(), "carried"); err != nil || st.Status != core.StatusQueued {
+			t.Fatalf("stored receipt %+v %v, want still queued (the test's premise)", st, err)
 		}
 	})
 }

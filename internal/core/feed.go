@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"time"
@@ -30,11 +31,12 @@ type Feed struct {
 	ended  chan struct{} // closed when a newer stream of the receiver takes the feed's place
 }
 
-// Attach opens a feed for a stream of receiver whose pulls lease messages
-// for visibility. Detach it when the stream ends.
+// AttachAs opens, for p, a feed for a stream of receiver's queue whose
+// pulls lease messages for visibility, when p may take the queue
+// (QueueAccess, OpQueue). Detach it when the stream ends.
 //
 // A receiver holds at most Config.MaxStreams feeds on one instance: at that
-// number, Attach ends the oldest (its Ended channel closes, and its stream
+// number, AttachAs ends the oldest (its Ended channel closes, and its stream
 // should stop). Each stream costs a connection, a goroutine and a pull of
 // the store a second; a client that reconnects without closing its old
 // streams, or whose old connections died without a word (the hub learns of
@@ -42,7 +44,15 @@ type Feed struct {
 // oldest rather than refusing the newest lets such a client back in at
 // once. What the ended stream had not written out is pulled again when its
 // lease runs out, as for any dropped stream.
-func (r *Relay) Attach(receiver string, visibility time.Duration) *Feed {
+func (r *Relay) AttachAs(ctx context.Context, p Principal, receiver string, visibility time.Duration) (*Feed, error) {
+	if err := r.QueueAccess(ctx, p, receiver); err != nil {
+		return nil, err
+	}
+	return r.attach(receiver, visibility), nil
+}
+
+// attach opens a feed (see AttachAs).
+func (r *Relay) attach(receiver string, visibility time.Duration) *Feed {
 	f := &Feed{receiver: receiver, visibility: visibility, ready: make(chan struct{}, 1), ended: make(chan struct{})}
 	r.feedMu.Lock()
 	fs := r.feeds[receiver]
@@ -61,7 +71,7 @@ func (r *Relay) Attach(receiver string, visibility time.Duration) *Feed {
 }
 
 // Ended returns a channel that is closed when a newer stream of the same
-// receiver has taken the feed's place (see Attach).
+// receiver has taken the feed's place (see AttachAs).
 func (f *Feed) Ended() <-chan struct{} { return f.ended }
 
 // Detach closes f: no message is handed to it after Detach returns, save

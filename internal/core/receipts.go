@@ -9,13 +9,8 @@ import (
 	"time"
 )
 
-// receipt returns a message's receipt.
-func (r *Relay) receipt(ctx context.Context, id string) (*Receipt, error) {
-	return r.store.GetReceipt(ctx, id)
-}
-
-// WaitReceipt waits until message id has a terminal receipt or ctx ends.
-func (r *Relay) WaitReceipt(ctx context.Context, id string) (*Receipt, error) {
+// waitReceipt waits until message id has a terminal receipt or ctx ends.
+func (r *Relay) waitReceipt(ctx context.Context, id string) (*Receipt, error) {
 	return waitFor(ctx, r, id, func() (*Receipt, bool, error) {
 		rc, err := r.store.GetReceipt(ctx, id)
 		if err != nil {
@@ -25,8 +20,8 @@ func (r *Relay) WaitReceipt(ctx context.Context, id string) (*Receipt, error) {
 	})
 }
 
-// WaitResult waits until a message correlated to id arrives or ctx ends.
-func (r *Relay) WaitResult(ctx context.Context, id string) (*Message, error) {
+// waitResult waits until a message correlated to id arrives or ctx ends.
+func (r *Relay) waitResult(ctx context.Context, id string) (*Message, error) {
 	return waitFor(ctx, r, resultKeyPrefix+id, func() (*Message, bool, error) {
 		ms, err := r.store.Results(ctx, id, 1)
 		if err != nil || len(ms) == 0 {
@@ -90,7 +85,11 @@ func (r *Relay) unwait(key string, ch chan struct{}) {
 	}
 }
 
-func (r *Relay) notify(key string) {
+func (r *Relay) notify(key string) { r.notifyWith(key, nil) }
+
+// notifyWith is notify, handing rc, message key's terminal receipt when
+// not nil, to the sends waiting for its first attempt.
+func (r *Relay) notifyWith(key string, rc *Receipt) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, ch := range r.waiters[key] {
@@ -99,7 +98,7 @@ func (r *Relay) notify(key string) {
 		default:
 		}
 	}
-	r.attempts.signal(key, attemptSignal{})
+	r.attempts.signal(key, attemptSignal{rc: rc})
 	id := strings.TrimPrefix(key, resultKeyPrefix)
 	for _, h := range r.hooks[id] {
 		h.fn(id)
@@ -140,6 +139,12 @@ func (r *Relay) OnMessageEvent(id string, fn func(id string)) (stop func()) {
 // NotifyReceipt wakes whoever waits for message id's receipt; stores shared
 // between instances call it when another instance ended a message.
 func (r *Relay) NotifyReceipt(id string) { r.notify(id) }
+
+// NotifyEnded is NotifyReceipt for a message whose terminal receipt rc,
+// as the other instance stored it, came with the notification: a send
+// waiting for the message's first attempt (SendAsAwaitAttempt) answers
+// with it, without reading the store. rc must not change afterwards.
+func (r *Relay) NotifyEnded(rc *Receipt) { r.notifyWith(rc.MessageID, rc) }
 
 // receiptAccess returns message id's receipt when p may read it: its
 // sender or receiver in the identity that sent or received it, the
@@ -187,7 +192,7 @@ func (r *Relay) WaitReceiptFor(ctx context.Context, p Principal, id string) (*Re
 	if err != nil || rc.Status.Terminal() {
 		return rc, err
 	}
-	got, err := r.WaitReceipt(ctx, id)
+	got, err := r.waitReceipt(ctx, id)
 	if err != nil {
 		return rc, err
 	}
@@ -204,7 +209,7 @@ func (r *Relay) ResultsFor(ctx context.Context, p Principal, id string, wait tim
 	}
 	if wait > 0 {
 		wctx, cancel := context.WithTimeout(ctx, wait)
-		_, _ = r.WaitResult(wctx, id)
+		_, _ = r.waitResult(wctx, id)
 		cancel()
 	}
 	return r.store.Results(ctx, id, limit)

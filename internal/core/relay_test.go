@@ -79,13 +79,25 @@ func (f *fixture) waitResult(t *testing.T, id string, d time.Duration) <-chan *c
 	t.Cleanup(cancel)
 	got := make(chan *core.Message, 1)
 	go func() {
-		m, err := f.relay.WaitResult(ctx, id)
-		if err != nil {
-			t.Error(err)
+		ms, err := f.relay.ResultsFor(ctx, core.AdminPrincipal(), id, d, 1)
+		if err != nil || len(ms) == 0 {
+			t.Errorf("no result for %s within %v: %v", id, d, err)
+			got <- nil
+			return
 		}
-		got <- m
+		got <- ms[0]
 	}()
 	return got
+}
+
+// attach opens a feed of receiver's queue as the operator.
+func (f *fixture) attach(t *testing.T, receiver string, visibility time.Duration) *core.Feed {
+	t.Helper()
+	feed, err := f.relay.AttachAs(f.ctx, core.AdminPrincipal(), receiver, visibility)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return feed
 }
 
 func (f *fixture) register(t *testing.T, id string, kind core.EndpointKind) {
@@ -511,7 +523,7 @@ func TestFeedHandsOffToStream(t *testing.T) {
 		return ids
 	}
 	f.send(t, "before", time.Hour) // queued before the stream opens
-	feed := f.relay.Attach("worker", 30*time.Second)
+	feed := f.attach(t, "worker", 30*time.Second)
 	f.send(t, "early", time.Hour) // no pull yet: nothing tells that "before" is taken
 	if got := fmt.Sprint(taken(feed)); got != "[]" {
 		t.Fatalf("handed off before the stream's first pull: %s", got)
@@ -548,7 +560,7 @@ func TestFeedHandsOffToStream(t *testing.T) {
 	// a pull takes it, nothing is handed off.
 	f.relay.Detach(feed)
 	f.send(t, "queued", time.Hour)
-	feed = f.relay.Attach("worker", 30*time.Second)
+	feed = f.attach(t, "worker", 30*time.Second)
 	f.send(t, "behind", time.Hour)
 	if got := fmt.Sprint(taken(feed)); got != "[]" {
 		t.Fatalf("handed off past a queued message: %s", got)
@@ -579,7 +591,7 @@ func TestFeedHandsOffToStream(t *testing.T) {
 func TestFeedBacklogIsBounded(t *testing.T) {
 	f := newFixture(t, core.Config{})
 	f.register(t, "worker", core.EndpointPull)
-	feed := f.relay.Attach("worker", time.Minute)
+	feed := f.attach(t, "worker", time.Minute)
 	defer f.relay.Detach(feed)
 	if _, err := f.relay.PullAs(f.ctx, core.AdminPrincipal(), "worker", 10, time.Minute, false); err != nil {
 		t.Fatal(err)
@@ -819,10 +831,10 @@ func TestStreamsPerReceiver(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFixture(t, core.Config{MaxStreams: c.max})
-			other := f.relay.Attach("planner", time.Minute)
+			other := f.attach(t, "planner", time.Minute)
 			var feeds []*core.Feed
 			for range 40 {
-				feeds = append(feeds, f.relay.Attach("worker", time.Minute))
+				feeds = append(feeds, f.attach(t, "worker", time.Minute))
 			}
 			for i, feed := range feeds {
 				if want := i < len(feeds)-c.keep; ended(feed) != want {
@@ -837,7 +849,7 @@ func TestStreamsPerReceiver(t *testing.T) {
 			}
 			// Closing a live stream makes room: the next one ends no other.
 			f.relay.Detach(feeds[len(feeds)-1])
-			next := f.relay.Attach("worker", time.Minute)
+			next := f.attach(t, "worker", time.Minute)
 			for _, feed := range feeds[len(feeds)-c.keep : len(feeds)-1] {
 				if ended(feed) {
 					t.Fatal("a stream was ended though one had closed")

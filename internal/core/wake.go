@@ -8,6 +8,12 @@ func (r *Relay) Wake() {
 	r.wakeStreams()
 }
 
+// WakeStreams wakes every stream waiting in Due, without the scheduler:
+// stores that share state between hub instances call it when another
+// instance made work due that it claims itself (a poll here would find
+// the lanes claimed).
+func (r *Relay) WakeStreams() { r.wakeStreams() }
+
 // wakeScheduler makes the scheduler look for due lanes now.
 func (r *Relay) wakeScheduler() {
 	select {

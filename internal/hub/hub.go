@@ -292,7 +292,7 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 			st.Close()
 			return nil, err
 		}
-		h.workers = append(h.workers, worker{"store notifications", func(ctx context.Context) { follow(ctx, due, receipts, relay, log) }})
+		h.workers = append(h.workers, worker{"store notifications", func(ctx context.Context) { follow(ctx, pg, due, receipts, relay, log) }})
 	}
 	authn := &auth.Authenticator{Dev: opt.Dev, Creds: h.Creds}
 	if !opt.Dev {
@@ -457,24 +457,36 @@ func listen(ctx context.Context, pg *postgres.Store) (due, receipts <-chan strin
 	return due, receipts, nil
 }
 
-// follow wakes the relay on the notifications of listen until ctx ends.
-func follow(ctx context.Context, due, receipts <-chan string, relay *core.Relay, log *slog.Logger) {
+// follow wakes the relay on the notifications of listen until ctx ends:
+// its scheduler only for due work this instance should claim now (see
+// postgres.Store.DueWake), and the waits for receipts with the receipts
+// the notifications carry.
+func follow(ctx context.Context, pg *postgres.Store, due, receipts <-chan string, relay *core.Relay, log *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case _, ok := <-due:
+		case payload, ok := <-due:
 			if !ok {
 				log.Warn("due notifications ended")
 				return
 			}
-			relay.Wake()
+			switch pg.DueWake(payload) {
+			case postgres.WakeAll:
+				relay.Wake()
+			case postgres.WakeStreams:
+				relay.WakeStreams()
+			}
 		case payload, ok := <-receipts:
 			if !ok {
 				return
 			}
-			for _, id := range postgres.ReceiptIDs(payload) {
-				relay.NotifyReceipt(id)
+			for _, n := range postgres.ParseReceipts(payload) {
+				if n.Receipt != nil {
+					relay.NotifyEnded(n.Receipt)
+				} else {
+					relay.NotifyReceipt(n.ID)
+				}
 			}
 		}
 	}

@@ -14,10 +14,8 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -26,14 +24,16 @@ import (
 	"time"
 
 	"github.com/switchboard-hub/switchboard/internal/core"
+	"github.com/switchboard-hub/switchboard/internal/pileup"
 	"github.com/switchboard-hub/switchboard/internal/store/sqlite"
+	"github.com/switchboard-hub/switchboard/scripts/internal/hubbin"
 )
 
 func main() {
 	agents := flag.Int("agents", 100000, "registered agents")
 	messages := flag.Int("messages", 1000000, "queued messages")
 	dir := flag.String("data", "", "data directory (default: a temporary one)")
-	bin := flag.String("bin", "", "switchboard binary (default: built from ./cmd/switchboard)")
+	bin := hubbin.BinFlag()
 	flag.Parse()
 	if *dir == "" {
 		d, err := os.MkdirTemp("", "switchboard-capacity-")
@@ -43,15 +43,13 @@ func main() {
 		defer os.RemoveAll(d)
 		*dir = d
 	}
-	if *bin == "" {
-		*bin = filepath.Join(*dir, "switchboard")
-		if out, err := exec.Command("go", "build", "-o", *bin, "./cmd/switchboard").CombinedOutput(); err != nil {
-			log.Fatalf("build: %v\n%s", err, out)
-		}
+	b, err := hubbin.Build(*bin, *dir)
+	if err != nil {
+		log.Fatal(err)
 	}
 	data := filepath.Join(*dir, "data")
 	seed(data, *agents, *messages)
-	measure(*bin, data)
+	measure(b, data)
 }
 
 func seed(dir string, agents, messages int) {
@@ -63,56 +61,30 @@ func seed(dir string, agents, messages int) {
 	defer st.Close()
 	now := time.Now().UTC()
 	start := time.Now()
-	par := 64
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := 0; w < par; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(agents) {
-					return
-				}
-				a := &core.Agent{ID: fmt.Sprintf("agent-%06d", i), Capabilities: []string{"cap-" + strconv.Itoa(int(i%100))},
-					Endpoint: core.Endpoint{Kind: core.EndpointPull}, LeaseSeconds: 86400, ExpiresAt: now.Add(24 * time.Hour),
-					RegisteredAt: now, LastSeen: now}
-				if _, err := st.UpsertAgent(ctx, a); err != nil {
-					log.Fatal(err)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	inParallel(agents, func(i int64) {
+		a := &core.Agent{ID: fmt.Sprintf("agent-%06d", i), Capabilities: []string{"cap-" + strconv.Itoa(int(i%100))},
+			Endpoint: core.Endpoint{Kind: core.EndpointPull}, LeaseSeconds: 86400, ExpiresAt: now.Add(24 * time.Hour),
+			RegisteredAt: now, LastSeen: now}
+		if _, err := st.UpsertAgent(ctx, a); err != nil {
+			log.Fatal(err)
+		}
+	})
 	log.Printf("seeded %d agents in %v", agents, time.Since(start).Round(time.Millisecond))
 	start = time.Now()
-	next.Store(0)
-	for w := 0; w < par; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(messages) {
-					return
-				}
-				m := &core.Message{ID: fmt.Sprintf("m-%07d", i), Sender: fmt.Sprintf("agent-%06d", i%int64(agents)),
-					Receiver: fmt.Sprintf("agent-%06d", (i*7919)%int64(agents)), Type: "task.request",
-					Parts: []core.Part{{Kind: core.PartText, Text: "capacity check message " + strconv.FormatInt(i, 10)}},
-					TTL:   24 * time.Hour, ReceivedAt: now, ExpiresAt: now.Add(24 * time.Hour)}
-				rc := &core.Receipt{MessageID: m.ID, Sender: m.Sender, Receiver: m.Receiver, Status: core.StatusQueued,
-					CreatedAt: now, UpdatedAt: now, ExpiresAt: m.ExpiresAt}
-				if _, err := st.Accept(ctx, m, rc, 0); err != nil {
-					log.Fatal(err)
-				}
-				if i%100000 == 0 && i > 0 {
-					log.Printf("  %d messages", i)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	inParallel(messages, func(i int64) {
+		m := &core.Message{ID: fmt.Sprintf("m-%07d", i), Sender: fmt.Sprintf("agent-%06d", i%int64(agents)),
+			Receiver: fmt.Sprintf("agent-%06d", (i*7919)%int64(agents)), Type: "task.request",
+			Parts: []core.Part{{Kind: core.PartText, Text: "capacity check message " + strconv.FormatInt(i, 10)}},
+			TTL:   24 * time.Hour, ReceivedAt: now, ExpiresAt: now.Add(24 * time.Hour)}
+		rc := &core.Receipt{MessageID: m.ID, Sender: m.Sender, Receiver: m.Receiver, Status: core.StatusQueued,
+			CreatedAt: now, UpdatedAt: now, ExpiresAt: m.ExpiresAt}
+		if _, err := st.Accept(ctx, m, rc, 0); err != nil {
+			log.Fatal(err)
+		}
+		if i%100000 == 0 && i > 0 {
+			log.Printf("  %d messages", i)
+		}
+	})
 	log.Printf("seeded %d queued messages in %v", messages, time.Since(start).Round(time.Millisecond))
 	var size int64
 	filepath.Walk(dir, func(_ string, fi os.FileInfo, _ error) error {
@@ -124,37 +96,35 @@ func seed(dir string, agents, messages int) {
 	log.Printf("data directory: %.0f MiB", float64(size)/(1<<20))
 }
 
-func freeAddr() string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		log.Fatal(err)
+// inParallel calls f with 0, 1, … n-1 from 64 goroutines (the store
+// groups their writes into shared commits) and returns when all are done.
+func inParallel(n int, f func(i int64)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
+				f(i)
+			}
+		})
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	wg.Wait()
 }
 
 func measure(bin, data string) {
-	addr := freeAddr()
-	start := time.Now()
-	cmd := exec.Command(bin, "serve", "--dev", "--addr", addr, "--data", data, "--max-queue", "-1", "--log-level", "warn")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
+	addr, err := hubbin.FreeAddr()
+	if err != nil {
 		log.Fatal(err)
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	base := "http://" + addr
-	for {
-		resp, err := http.Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Since(start) > time.Minute {
-			log.Fatal("hub not ready within a minute")
-		}
-		time.Sleep(5 * time.Millisecond)
+	start := time.Now()
+	hub, err := hubbin.Start(bin, addr, "--data", data, "--max-queue", "-1", "--log-level", "warn")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer hub.Stop()
+	base := hub.Base
+	if err := hub.WaitReady(5*time.Millisecond, time.Minute); err != nil {
+		log.Fatal(err)
 	}
 	ready := time.Since(start)
 	// The first queued message of some agent can be pulled.
@@ -184,23 +154,11 @@ func measure(bin, data string) {
 	resp.Body.Close()
 	send := time.Since(t0)
 	time.Sleep(2 * time.Second) // let the scheduler's first passes run
-	rss := rssOf(cmd.Process.Pid)
+	rss, _, err := pileup.RSS(hub.Cmd.Process.Pid)
+	if err != nil {
+		log.Print(err)
+	}
 	fmt.Printf("ready after %v; first pull (%d message) after %v; capability lookup %v; send %v (%d); hub RSS %.0f MiB\n",
 		ready.Round(time.Millisecond), len(out.Messages), firstPull.Round(time.Millisecond), capLookup.Round(time.Microsecond),
 		send.Round(time.Microsecond), resp.StatusCode, float64(rss)/(1<<20))
-}
-
-func rssOf(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			f := strings.Fields(line)
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
 }

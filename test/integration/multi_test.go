@@ -452,3 +452,93 @@ func TestCrossInstanceWakeup(t *testing.T) {
 	t.Logf("accepted on A → handled on B's stream: median %v, max %v (all %v; B's stream polls every 1s without a notification); send with wait on A → delivered receipt %v",
 		sorted[len(sorted)/2].Round(time.Microsecond), sorted[len(sorted)-1].Round(time.Microsecond), lat, waited.Round(time.Microsecond))
 }
+
+// TestKilledHubsLaneTakenOver: hub A accepts two messages for one lane
+// and dies (SIGKILL) while it delivers the first. Hub B heard of both
+// through A's due notifications, which since A claims its own lanes only
+// wake B's streams, not its scheduler: B must take the lane over by its
+// periodic poll once A's claim lapses, and deliver both, in order. The
+// takeover time (claim lease 4 s, poll 250 ms) is logged, not asserted.
+func TestKilledHubsLaneTakenOver(t *testing.T) {
+	fullLane(t)
+	db := postgresDB(t)
+	procs, bases := startHubs(t, 2, db, "--claim-lease", "4s", "--deliver-timeout", "3s")
+	a, b := client.New(bases[0], client.WithRetries(0)), client.New(bases[1])
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	var (
+		mu       sync.Mutex
+		order    []string
+		held     = make(chan struct{}) // the first delivery of "held" has arrived
+		release  = make(chan struct{}) // let it answer (to a dead hub)
+		heldOnce sync.Once
+		first    = true
+	)
+	cb := client.CallbackHandler(func(ctx context.Context, env *client.Envelope) (client.Reply, error) {
+		mu.Lock()
+		hold := first && env.MessageID == "held"
+		first = first && !hold
+		order = append(order, env.MessageID)
+		mu.Unlock()
+		if hold {
+			heldOnce.Do(func() { close(held) })
+			<-release
+		}
+		return client.Reply{Result: map[string]any{"ok": true}}, nil
+	}, client.CallbackOptions{})
+	var raw atomic.Int64 // deliveries before the handler's deduplication
+	srv := httptest.NewServer(countingHandler(cb, &raw))
+	t.Cleanup(srv.Close)
+	var releaseOnce sync.Once
+	defer releaseOnce.Do(func() { close(release) })
+	if _, err := b.Register(ctx, client.Registration{AgentID: "worker", CallbackURL: srv.URL, LeaseSeconds: 3600}); err != nil {
+		t.Fatalf("register worker: %v", err)
+	}
+	send := func(id string) {
+		// Through A, which may answer only once the first attempt ends
+		// (never: A is killed first); the answer does not matter, the
+		// message being stored does.
+		go func() {
+			_, _ = a.Send(ctx, client.Message{MessageID: id, Sender: "planner", Receiver: "worker", Type: "task.request",
+				TTL: 10 * time.Minute, Payload: map[string]any{"text": id}})
+		}()
+		waitfor.OK(t, "message "+id+" stored", func() error {
+			_, err := b.Receipt(ctx, id)
+			return err
+		})
+	}
+	send("held")
+	waitfor.Closed(t, "hub A's delivery of the first message to arrive", held)
+	send("behind")
+	killed := time.Now()
+	procs[0].Kill()
+	// A's attempt now answers to no one: the handler's deduplication
+	// answers B's redelivery of it from what it answered.
+	releaseOnce.Do(func() { close(release) })
+
+	waitfor.OKWithin(t, time.Minute, "hub B to deliver both messages of the killed hub's lane", func() error {
+		for _, id := range []string{"held", "behind"} {
+			rc, err := b.Receipt(ctx, id)
+			if err != nil {
+				return err
+			}
+			if rc.Status != "delivered" {
+				return fmt.Errorf("%s is %s", id, rc.Status)
+			}
+		}
+		return nil
+	})
+	took := time.Since(killed)
+	mu.Lock()
+	defer mu.Unlock()
+	// Handled once each, in order; B redelivered "held" (A never
+	// recorded its attempt) and delivered "behind".
+	if want := []string{"held", "behind"}; !slices.Equal(order, want) {
+		t.Fatalf("handled %v, want %v", order, want)
+	}
+	if raw.Load() < 3 {
+		t.Fatalf("%d deliveries reached the receiver, want A's of held, then B's of held and behind", raw.Load())
+	}
+	t.Logf("lane of the killed hub delivered by the survivor %v after the kill (claim lease 4s); %d deliveries", took.Round(time.Millisecond), raw.Load())
+}

@@ -1,10 +1,12 @@
 package guard
 
 import (
+	"os"
 	"path"
 	"strconv"
 	"strings"
 
+	"mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/syntax"
 )
 
@@ -195,6 +197,7 @@ func (a *analyzer) run(s *shState, argv []string, in input, env map[string]strin
 		}
 		return
 	}
+	defer a.mention(base, args)
 	// Reads of answer files, by any command that takes paths.
 	if !textCommands[base] && base != "git" {
 		skip := -1
@@ -213,6 +216,9 @@ func (a *analyzer) run(s *shState, argv []string, in input, env map[string]strin
 			if a.pathArg(s, x) {
 				return
 			}
+		}
+		if searchCommands[base] && a.recursiveSearch(s, base, args, skip) {
+			return
 		}
 	}
 	switch base {
@@ -276,10 +282,14 @@ func (a *analyzer) run(s *shState, argv []string, in input, env map[string]strin
 		if len(args) > 0 {
 			if p, ok := a.procs[args[0]]; ok {
 				a.shellInput(s, p, "source")
+			} else if args[0] != "/dev/stdin" {
+				a.scriptFile(s, args[0], args[1:], base, true)
+			} else {
+				a.shellInput(s, in, base)
 			}
 		}
 	case "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "rbash", "yash", "posh", "busybox":
-		a.shell(s, base, args, in)
+		a.shell(s, base, args, in, env)
 	case "git":
 		a.git(s, args, env)
 	case "rm", "trash", "trash-put", "rmtrash", "srm", "wipe", "rimraf", "del", "del-cli", "unlink", "rmdir":
@@ -318,6 +328,8 @@ func (a *analyzer) run(s *shState, argv []string, in input, env map[string]strin
 		a.sed(s, args)
 	case "rsync":
 		a.rsync(s, args)
+	case "tar", "bsdtar", "zip", "7z", "7za":
+		a.archiveMove(s, base, args)
 	case "mkfs", "mke2fs", "mkswap", "wipefs", "fdisk", "sfdisk", "parted", "blkdiscard", "mkntfs":
 		a.deny(CodeDestructive, base+" formats or repartitions a disk")
 	case "npx", "bunx", "pnpx":
@@ -327,11 +339,18 @@ func (a *analyzer) run(s *shState, argv []string, in input, env map[string]strin
 	case "pnpm", "yarn", "npm":
 		if len(args) > 1 && (args[0] == "dlx" || args[0] == "exec" || args[0] == "x") {
 			a.run(s, args[1:], in, env)
+			return
 		}
+		a.npmScript(s, base, args)
 	default:
 		if strings.HasPrefix(base, "mkfs.") {
 			a.deny(CodeDestructive, base+" formats a disk")
 			return
+		}
+		if strings.Contains(name, "/") {
+			a.execFile(s, name, args)
+		} else if p := a.lookPath(s, env, name); p != "" {
+			a.execFile(s, p, args)
 		}
 		a.interpreter(s, base, args, in)
 	}
@@ -345,6 +364,104 @@ func (a *analyzer) run(s *shState, argv []string, in input, env map[string]strin
 			}
 		}
 	}
+}
+
+// recursiveSearch denies a recursive search (grep -r, rg …) rooted right
+// above an existing hidden-test or grading directory, as for the Grep tool.
+func (a *analyzer) recursiveSearch(s *shState, base string, args []string, pattern int) bool {
+	recursive := base == "rg" || base == "ag" || base == "ack"
+	var roots []string
+	for i, x := range args {
+		switch {
+		case i == pattern:
+		case x == "--recursive" || x == "--dereference-recursive" || x == "--directories=recurse":
+			recursive = true
+		case strings.HasPrefix(x, "-") && !strings.HasPrefix(x, "--") && strings.ContainsAny(x[1:], "rR"):
+			recursive = true
+		case strings.HasPrefix(x, "-"):
+		case pattern >= 0 && i > pattern:
+			roots = append(roots, x)
+		case pattern < 0 && i > 0 && args[i-1] != "-e" && args[i-1] != "-f":
+			roots = append(roots, x) // grep -e PATTERN dir
+		}
+	}
+	if !recursive {
+		return false
+	}
+	if len(roots) == 0 {
+		roots = []string{"."}
+	}
+	for _, r := range roots {
+		if isUnknown(r) {
+			continue
+		}
+		if d := searchRoot(a.paths, r, s.cwd); d.Deny {
+			a.deny(CodeAntiCheat, strings.TrimPrefix(d.Reason, CodeAntiCheat+": "))
+			return true
+		}
+	}
+	return false
+}
+
+// archiveMove checks archivers that delete what they archive: tar
+// --remove-files, zip -m/--move, 7z -sdel.
+func (a *analyzer) archiveMove(s *shState, name string, args []string) {
+	moves := false
+	for _, x := range args {
+		switch {
+		case (name == "tar" || name == "bsdtar") && strings.HasPrefix(x, "--remove-f") && strings.HasPrefix("--remove-files", x):
+			moves = true
+		case name == "zip" && (x == "--move" || strings.HasPrefix(x, "-") && !strings.HasPrefix(x, "--") && strings.Contains(x, "m")):
+			moves = true
+		case strings.HasPrefix(name, "7z") && x == "-sdel":
+			moves = true
+		}
+	}
+	if !moves {
+		return
+	}
+	for _, x := range args {
+		if strings.HasPrefix(x, "-") {
+			continue
+		}
+		if why := a.deletion(s.cwd, x, true); why != "" {
+			a.deny(CodeDestructive, name+" deletes what it archives, and "+printable(x)+" is blocked: "+why)
+			return
+		}
+	}
+}
+
+// lookPath finds a command in the directories the script itself put on
+// PATH (PATH=./scripts:$PATH x.sh); "" when PATH is not set by the script
+// or the command is not in one of its known directories.
+func (a *analyzer) lookPath(s *shState, env map[string]string, name string) string {
+	p, ok := env["PATH"]
+	if !ok {
+		v, set := s.vars["PATH"]
+		if !set || v.Kind != expand.String {
+			return ""
+		}
+		p = v.Str
+	}
+	for _, dir := range strings.Split(p, ":") {
+		if isUnknown(dir) {
+			continue
+		}
+		if dir == "" {
+			dir = "."
+		}
+		cand, known := resolve(s.cwd, dir+"/"+name)
+		if !known {
+			continue
+		}
+		if a.fs.written[cand] {
+			return cand
+		}
+		if fi, err := os.Stat(cand); err == nil && !fi.IsDir() {
+			return cand
+		}
+	}
+	return ""
 }
 
 // pathArg denies an argument that names an answer or grading file.
@@ -436,6 +553,8 @@ func (a *analyzer) shellInput(s *shState, in input, what string) {
 	case !in.present:
 	case in.known:
 		a.eval(s, in.text)
+	case in.file != "":
+		a.scriptFile(s, in.file, nil, what, what == "source" || what == ".")
 	default:
 		from := in.from
 		if from == "" {
@@ -446,14 +565,27 @@ func (a *analyzer) shellInput(s *shState, in input, what string) {
 }
 
 // shell checks sh/bash/zsh … invocations: -c strings, scripts on stdin.
-func (a *analyzer) shell(s *shState, name string, args []string, in input) {
+func (a *analyzer) shell(s *shState, name string, args []string, in input, env map[string]string) {
 	if name == "busybox" {
 		if len(args) > 0 {
 			a.run(s, args, in, nil)
 		}
 		return
 	}
-	cmd := false
+	// Files the shell sources before the command: $BASH_ENV (and $ENV)
+	// for a non-interactive bash, --rcfile for an interactive one.
+	for _, k := range []string{"BASH_ENV", "ENV"} {
+		f, ok := env[k]
+		if !ok {
+			if v, set := s.vars[k]; set && v.Kind == expand.String {
+				f, ok = v.Str, true
+			}
+		}
+		if ok && f != "" {
+			a.scriptFile(s.clone(), f, nil, name+" (through $"+k+")", false)
+		}
+	}
+	cmd, noexec := false, false
 	var ops []string
 	for i := 0; i < len(args); i++ {
 		x := args[i]
@@ -462,8 +594,9 @@ func (a *analyzer) shell(s *shState, name string, args []string, in input) {
 			break
 		}
 		if strings.HasPrefix(x, "--") {
-			if x == "--rcfile" || x == "--init-file" {
+			if (x == "--rcfile" || x == "--init-file") && i+1 < len(args) {
 				i++
+				a.scriptFile(s.clone(), args[i], nil, name+" "+x, false)
 			}
 			continue
 		}
@@ -472,6 +605,10 @@ func (a *analyzer) shell(s *shState, name string, args []string, in input) {
 				switch c {
 				case 'c':
 					cmd = true
+				case 'n':
+					if x[0] == '-' {
+						noexec = true // bash -n: read commands, run none
+					}
 				case 'o', 'O':
 					i++
 				}
@@ -481,6 +618,9 @@ func (a *analyzer) shell(s *shState, name string, args []string, in input) {
 		ops = append(ops, args[i:]...)
 		break
 	}
+	if noexec {
+		return
+	}
 	sub := s.clone()
 	sub.depth++
 	if cmd {
@@ -488,6 +628,9 @@ func (a *analyzer) shell(s *shState, name string, args []string, in input) {
 			return
 		}
 		sub.params, sub.paramsKnown = nil, true
+		if len(ops) > 1 {
+			sub.vars["0"] = strVar(ops[1]) // sh -c 'code' NAME args: $0 is NAME
+		}
 		if len(ops) > 2 {
 			sub.params = append([]string(nil), ops[2:]...)
 		}
@@ -500,8 +643,9 @@ func (a *analyzer) shell(s *shState, name string, args []string, in input) {
 	}
 	if p, ok := a.procs[ops[0]]; ok {
 		a.shellInput(sub, p, name)
+		return
 	}
-	// A script file: the guard does not read files.
+	a.scriptFile(s, ops[0], ops[1:], name, false)
 }
 
 // blind decides a command whose name is not known until it runs: deny
@@ -669,7 +813,22 @@ func (a *analyzer) writeTo(s *shState, p, by string) bool {
 		a.deny(CodeDestructive, by+" onto "+printable(p)+" is blocked: "+why)
 		return true
 	}
-	return a.anti(s, p)
+	if a.anti(s, p) {
+		return true
+	}
+	a.recordWrite(s, p)
+	return false
+}
+
+// recordWrite remembers a file the script writes (by its logical and its
+// physical path), so that running it later in the same command is seen.
+func (a *analyzer) recordWrite(s *shState, p string) {
+	if abs, ok := resolve(s.cwd, p); ok && !isUnknown(p) {
+		a.fs.wrote(abs)
+	}
+	if r, ok := a.fs.real(s.cwd, p, true); ok {
+		a.fs.wrote(r)
+	}
 }
 
 var cpSpec = gnuSpec{value: "tSgmo", long: []string{"target-directory", "suffix", "backup", "force", "recursive",
@@ -688,16 +847,122 @@ func (a *analyzer) copyLike(s *shState, name string, args []string) {
 		ops = ops[:len(ops)-1]
 	}
 	if name == "ln" && len(ops) == 0 && dest != "" {
+		a.recordLinks(s, opts, ops, dest)
 		return // ln -s target: the link is made in the current directory
 	}
 	if dest != "" && a.writeTo(s, dest, name) {
 		return
+	}
+	if name == "ln" || name == "link" {
+		a.recordLinks(s, opts, ops, dest)
+	}
+	if name == "cp" && has(opts, "-s", "--symbolic-link", "-l", "--link") && len(ops) > 0 {
+		// cp -s/-l makes links (or a tree of them) to the sources
+		for _, src := range ops {
+			abs, known := resolve(s.cwd, src)
+			d, dknown := resolve(s.cwd, dest)
+			if !known || !dknown || isUnknown(src) || isUnknown(dest) {
+				continue
+			}
+			if len(ops) > 1 {
+				d = path.Join(d, path.Base(abs))
+			}
+			a.fs.link(d, abs)
+		}
 	}
 	for _, x := range ops {
 		if a.anti(s, x) {
 			return
 		}
 	}
+}
+
+// recordLinks remembers the links ln makes, so that later paths through
+// them are resolved (ln -s .git g && rm -rf g/objects).
+func (a *analyzer) recordLinks(s *shState, opts map[string]string, ops []string, dest string) {
+	if dest == "" {
+		return
+	}
+	symbolic := has(opts, "-s", "--symbolic")
+	noDeref := has(opts, "-n", "-T", "--no-dereference", "--no-target-directory")
+	_, toDir := opts["-t"]
+	if _, ok := opts["--target-directory"]; ok {
+		toDir = true
+	}
+	targets := ops
+	if len(ops) == 0 { // ln -s TARGET: a link named like it, here
+		targets, dest, toDir = []string{dest}, ".", true
+	}
+	destAbs, known := resolve(s.cwd, dest)
+	if !known || isUnknown(dest) {
+		// a link to .git, the project, home or / at a place the guard
+		// cannot know: later paths through it could not be resolved
+		for _, t := range targets {
+			if why := a.linkTarget(s, t, symbolic); why != "" {
+				a.deny(CodeBlind, "ln makes a link to "+why+" at a path the guard cannot know ("+clip(printable(dest))+")")
+				return
+			}
+		}
+		return
+	}
+	if !toDir && len(targets) > 1 {
+		toDir = true
+	}
+	if !toDir && !noDeref {
+		// an existing directory (or a link to one) as destination gets
+		// the link inside it
+		if r, ok := a.fs.real(s.cwd, dest, true); ok {
+			if fi, err := os.Stat(r); err == nil && fi.IsDir() {
+				toDir = true
+			}
+		}
+		if _, ok := a.fs.links[destAbs]; ok {
+			toDir = true
+		}
+	}
+	for _, t := range targets {
+		at := destAbs
+		if toDir && isUnknown(t) {
+			continue // a link named after a target the guard cannot know
+		}
+		if isUnknown(t) {
+			a.fs.link(at, unknown) // deletions and writes through it are denied
+			continue
+		}
+		if toDir {
+			at = path.Join(destAbs, path.Base(t))
+		}
+		if symbolic && !has(opts, "-r", "--relative") {
+			a.fs.link(at, t)
+		} else if abs, ok := resolve(s.cwd, t); ok { // ln -sr: relative to here
+			a.fs.link(at, abs) // a hard link: the same file
+		}
+	}
+}
+
+// linkTarget names what a link to t would reach when that is protected:
+// .git, an answer file, or a directory protected from deletion.
+func (a *analyzer) linkTarget(s *shState, t string, symbolic bool) string {
+	if isUnknown(t) {
+		return ""
+	}
+	abs, known := resolve(s.cwd, t)
+	if symbolic && !strings.HasPrefix(t, "/") {
+		return "" // relative to a directory the guard cannot know
+	}
+	if !known {
+		return ""
+	}
+	if r, ok := a.fs.real(s.cwd, t, true); ok {
+		abs = r
+	}
+	if isGit, inside := gitSegments(abs); isGit || inside {
+		return abs
+	}
+	if a.antiCheatAbs(abs) {
+		return abs
+	}
+	return a.protectedDir(abs)
 }
 
 func (a *analyzer) mv(s *shState, args []string) {
@@ -730,16 +995,18 @@ func (a *analyzer) chmod(s *shState, name string, args []string) {
 	}
 	// chmod's modes such as -w look like options: treat them as operands
 	var fixed []string
+	modeGiven := false
 	for _, x := range args {
 		if name == "chmod" && len(x) > 1 && x[0] == '-' && strings.Trim(x[1:], "rwxXstugoa,+-=0123456789") == "" && x != "-R" {
 			fixed = append(fixed, "--mode"+x)
+			modeGiven = true // chmod -x FILE: the mode is this option
 			continue
 		}
 		fixed = append(fixed, x)
 	}
 	opts, ops := sp.scan(fixed)
 	recursive := has(opts, "-R", "--recursive")
-	if len(ops) > 0 && (name == "chmod" || name == "chown" || name == "chgrp" || name == "chattr" || name == "chcon") && !has(opts, "--reference") {
+	if len(ops) > 0 && !modeGiven && (name == "chmod" || name == "chown" || name == "chgrp" || name == "chattr" || name == "chcon") && !has(opts, "--reference") {
 		ops = ops[1:]
 	}
 	for _, x := range ops {
@@ -781,8 +1048,36 @@ func (a *analyzer) sed(s *shState, args []string) {
 	if has(opts, "--in-place") {
 		inPlace = true
 	}
+	var scripts []string
+	for i := 0; i < len(fixed); i++ {
+		x := fixed[i]
+		switch {
+		case x == "--":
+			i = len(fixed)
+		case x == "--expression" && i+1 < len(fixed):
+			scripts = append(scripts, fixed[i+1])
+			i++
+		case strings.HasPrefix(x, "--expression="):
+			scripts = append(scripts, strings.TrimPrefix(x, "--expression="))
+		case len(x) > 1 && x[0] == '-' && x[1] != '-':
+			if _, after, ok := strings.Cut(x[1:], "e"); ok && !strings.ContainsAny(x[1:strings.IndexByte(x, 'e')], "fl") {
+				if after != "" {
+					scripts = append(scripts, after)
+				} else if i+1 < len(fixed) {
+					scripts = append(scripts, fixed[i+1])
+					i++
+				}
+			}
+		}
+	}
 	if !has(opts, "-e", "-f", "--expression", "--file") && len(ops) > 0 {
+		scripts = append(scripts, ops[0])
 		ops = ops[1:]
+	}
+	for _, sc := range scripts {
+		if a.sedScript(s, sc) {
+			return
+		}
 	}
 	for _, x := range ops {
 		if inPlace {
@@ -795,12 +1090,131 @@ func (a *analyzer) sed(s *shState, args []string) {
 	}
 }
 
+// sedScript checks GNU sed's commands that run programs or write files:
+// "e command", the s///e flag, "w file" and the s///w flag. It returns
+// true when it denied.
+func (a *analyzer) sedScript(s *shState, script string) bool {
+	if strings.TrimSpace(strings.ReplaceAll(script, unknown, "")) == "" && isUnknown(script) {
+		a.deny(CodeBlind, "a sed script the guard cannot know could run a command (e) or write a file (w)")
+		return true
+	}
+	// A value the guard cannot know, inside a known script, is text
+	// (s/version = .*/version = "$V"/): read the script around it.
+	script = strings.ReplaceAll(script, unknown, "X")
+	for _, line := range strings.Split(script, "\n") {
+		rest := line
+		for rest != "" {
+			cmd := strings.TrimLeft(skipSedAddress(strings.TrimLeft(rest, " \t;{}")), " \t!")
+			if cmd == "" {
+				break
+			}
+			switch cmd[0] {
+			case 'e':
+				c := strings.TrimSpace(cmd[1:])
+				if c == "" {
+					a.deny(CodeBlind, "sed's e command runs the text it reads as a shell command")
+				} else {
+					a.eval(s, c)
+				}
+				return a.found != nil
+			case 'w', 'W':
+				if f := strings.TrimSpace(cmd[1:]); f != "" {
+					return a.writeTo(s, f, "sed w")
+				}
+				return false
+			case 's', 'y':
+				end, flags := sedSubst(cmd)
+				if cmd[0] == 's' {
+					if i := strings.IndexByte(flags, 'w'); i >= 0 {
+						return a.writeTo(s, strings.TrimSpace(flags[i+1:]), "sed s///w")
+					}
+					if strings.ContainsRune(flags, 'e') {
+						a.deny(CodeBlind, "sed's s///e runs the substituted text as a shell command")
+						return true
+					}
+				}
+				rest = cmd[end:]
+				continue
+			case 'a', 'i', 'c', 'r', 'R', 'b', 't', 'T', ':', '#':
+				// text or a label to the end of the line
+			default:
+				if i := strings.IndexByte(cmd, ';'); i >= 0 {
+					rest = cmd[i+1:]
+					continue
+				}
+			}
+			break
+		}
+	}
+	return false
+}
+
+// skipSedAddress drops a sed address (number, $, /regex/, \cregexc, with
+// an optional second address) from the front of a command.
+func skipSedAddress(c string) string {
+	for range 2 {
+		switch {
+		case c == "":
+			return c
+		case c[0] >= '0' && c[0] <= '9' || c[0] == '$':
+			c = strings.TrimLeft(c, "0123456789$~+")
+		case c[0] == '/' || c[0] == '\\' && len(c) > 1:
+			d := c[0]
+			start := 1
+			if d == '\\' {
+				d, start = c[1], 2
+			}
+			i := start
+			for i < len(c) && c[i] != d {
+				if c[i] == '\\' {
+					i++
+				}
+				i++
+			}
+			c = strings.TrimLeft(c[min(i+1, len(c)):], "IM")
+		default:
+			return c
+		}
+		if !strings.HasPrefix(c, ",") {
+			return c
+		}
+		c = c[1:]
+	}
+	return c
+}
+
+// sedSubst finds the end of an s or y command and its flags.
+func sedSubst(c string) (end int, flags string) {
+	if len(c) < 2 {
+		return len(c), ""
+	}
+	d := c[1]
+	i, parts := 2, 0
+	for i < len(c) && parts < 2 {
+		switch c[i] {
+		case '\\':
+			i++
+		case d:
+			parts++
+		}
+		i++
+	}
+	j := i
+	for j < len(c) && c[j] != ';' && c[j] != '}' {
+		j++
+	}
+	return j, c[min(i, len(c)):j]
+}
+
 func (a *analyzer) rsync(s *shState, args []string) {
 	var ops []string
-	del := false
+	del, removeSources := false, false
 	for _, x := range args {
-		if strings.HasPrefix(x, "--del") || x == "--remove-source-files" || strings.HasPrefix(x, "--remove-sou") {
+		if strings.HasPrefix(x, "--del") {
 			del = true
+		}
+		if strings.HasPrefix(x, "--remove-sou") {
+			removeSources = true
 		}
 		if !strings.HasPrefix(x, "-") {
 			ops = append(ops, x)
@@ -810,6 +1224,15 @@ func (a *analyzer) rsync(s *shState, args []string) {
 		return
 	}
 	dest := ops[len(ops)-1]
+	if removeSources {
+		// the sources are deleted once copied
+		for _, src := range ops[:len(ops)-1] {
+			if why := a.deletion(s.cwd, src, true); why != "" {
+				a.deny(CodeDestructive, "rsync --remove-source-files of "+printable(src)+" is blocked: "+why)
+				return
+			}
+		}
+	}
 	if strings.Contains(dest, ":") {
 		return // remote
 	}
@@ -838,12 +1261,17 @@ var findTests = map[string]bool{
 
 func (a *analyzer) find(s *shState, args []string) {
 	i := 0
+	follow := false // find -L and -follow walk through symlinks
 	for i < len(args) && (args[i] == "-H" || args[i] == "-L" || args[i] == "-P" || strings.HasPrefix(args[i], "-O") || args[i] == "-D") {
+		if args[i] == "-L" || args[i] == "-H" {
+			follow = true
+		}
 		if args[i] == "-D" {
 			i++
 		}
 		i++
 	}
+	i = min(i, len(args)) // find -D with its value missing
 	var roots []string
 	for i < len(args) && !strings.HasPrefix(args[i], "-") && args[i] != "(" && args[i] != "!" {
 		roots = append(roots, args[i])
@@ -876,6 +1304,8 @@ func (a *analyzer) find(s *shState, args []string) {
 			}
 		case x == "-delete":
 			del = true
+		case x == "-follow":
+			follow = true
 		case x == "-exec" || x == "-execdir" || x == "-ok" || x == "-okdir":
 			k := j + 1
 			for k < len(expr) && expr[k] != ";" && expr[k] != "+" {
@@ -907,6 +1337,9 @@ func (a *analyzer) find(s *shState, args []string) {
 		}
 		if del {
 			for _, it := range items {
+				if follow && !strings.HasSuffix(it, "/") {
+					it += "/"
+				}
 				if why := a.deletion(s.cwd, it, true); why != "" {
 					a.deny(CodeDestructive, "find "+printable(r)+" -delete is blocked: "+why)
 					return

@@ -15,6 +15,9 @@ func FuzzCheck(f *testing.F) {
 	f.Add("Read", "tests/hidden/%2e%2e/x")
 	f.Add("Glob", "**/{a,b}/[!x]*")
 	f.Add("Bash", "eval \"$(echo $'\\x67')\" ${x:-${y:-$(z)}}")
+	f.Add("Bash", "ln -sfn .git g && ln -sr g/../g h; rm -rf h/objects g/")
+	f.Add("Bash", "echo 'rm -rf .git' > x.sh; PATH=.:$PATH x.sh; . ./x.sh; bash < x.sh")
+	f.Add("Bash", "declare -n r=x; find -L /etc -maxdepth 0 -follow -delete; sh -c '$0 x' /bin/true")
 	f.Fuzz(func(t *testing.T, tool, arg string) {
 		key := "command"
 		if tool != "Bash" {

@@ -4,6 +4,8 @@ import (
 	"path"
 	"strconv"
 	"strings"
+
+	"mvdan.cc/sh/v3/expand"
 )
 
 // gitOpt is one option of a git subcommand.
@@ -281,13 +283,30 @@ func (a *analyzer) git(s *shState, args []string, env map[string]string) {
 				}
 			}
 		}
-		for _, k := range []string{"HUSKY", "HUSKY_SKIP_HOOKS", "SKIP_HOOKS"} {
+		for _, k := range []string{"HUSKY", "HUSKY_SKIP_HOOKS", "SKIP_HOOKS", "SKIP"} {
 			if v, ok := env[k]; ok && ((k == "HUSKY" && v == "0") || (k != "HUSKY" && v != "" && v != "0")) {
 				defer func() {
 					if a.found == nil && len(args) > 0 {
 						a.deny(CodeCIBypass, k+"="+v+" skips the repository's hooks (verification)")
 					}
 				}()
+			}
+		}
+	}
+	// Programs git runs, named in the environment (given before the
+	// command or exported earlier): GIT_EDITOR='rm -rf .git' git commit.
+	for _, k := range gitCommandEnv {
+		v, ok := env[k]
+		if !ok {
+			if sv, set := s.vars[k]; set && sv.Kind == expand.String {
+				v, ok = sv.Str, true
+			}
+		}
+		if ok && strings.TrimSpace(v) != "" && !isUnknown(v) {
+			a.eval(s, v)
+			if a.found != nil {
+				a.found.Reason += " (run by git as $" + k + ")"
+				return
 			}
 		}
 	}
@@ -493,9 +512,48 @@ loop:
 		if !g.has("dry-run") {
 			deny(CodeGit, "git prune deletes unreachable commits")
 		}
+	case "difftool", "mergetool":
+		for j, x := range rest {
+			v, cut := "", false
+			switch {
+			case x == "-x" || x == "--extcmd" || x == "--ext" || x == "--extc":
+				if j+1 < len(rest) {
+					v, cut = rest[j+1], true
+				}
+			case strings.HasPrefix(x, "--ext") && strings.Contains(x, "="):
+				_, v, cut = strings.Cut(x, "=")
+			case strings.HasPrefix(x, "-x") && len(x) > 2:
+				v, cut = x[2:], true
+			}
+			if cut {
+				a.eval(s, v)
+				if a.found != nil {
+					return
+				}
+			}
+		}
+	case "fetch":
+		// A forced fetch into a local branch overwrites its commits
+		// (git fetch --force origin main:feature, +main:feature).
+		force := g.has("force")
+		for _, op := range g.ops {
+			src, dst, ok := strings.Cut(op, ":")
+			if !ok || dst == "" || strings.HasPrefix(dst, "refs/remotes/") || strings.HasPrefix(dst, "refs/tags/") {
+				continue
+			}
+			if force || strings.HasPrefix(src, "+") {
+				deny(CodeGit, "a forced fetch into the local branch "+printable(dst)+" discards its commits")
+				return
+			}
+		}
 	case "update-ref":
 		if g.has("-d", "stdin") {
 			deny(CodeGit, "git update-ref -d deletes a ref")
+			return
+		}
+		// the null object id as the new value deletes the ref too
+		if len(g.ops) > 1 && len(g.ops[1]) >= 40 && strings.Trim(g.ops[1], "0") == "" {
+			deny(CodeGit, "git update-ref to the null object id deletes a ref")
 		}
 	case "filter-branch", "filter-repo":
 		deny(CodeGit, "git "+sub+" rewrites the repository's history")
@@ -567,6 +625,10 @@ loop:
 		}
 	}
 }
+
+// gitCommandEnv are environment variables naming programs git runs.
+var gitCommandEnv = []string{"GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "GIT_PAGER", "PAGER", "EDITOR", "VISUAL",
+	"GIT_SSH_COMMAND", "GIT_SSH", "GIT_EXTERNAL_DIFF", "GIT_ASKPASS", "SSH_ASKPASS", "GIT_PROXY_COMMAND"}
 
 // gitConfig checks "git config" writes.
 func (a *analyzer) gitConfig(s *shState, rest []string) {

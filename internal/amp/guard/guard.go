@@ -152,6 +152,9 @@ func Check(r Request) Decision {
 		if d := checkGlob(ps, s, base, r.Cwd); d.Deny {
 			return d
 		}
+		if d := globThroughLink(ps, s, base, r.Cwd); d.Deny {
+			return d
+		}
 	}
 	return Decision{}
 }
@@ -178,7 +181,23 @@ func (r Request) paths() paths {
 	if ps.home != "" {
 		ps.home = filepath.Clean(ps.home)
 	}
+	ps.projectReal = realDir(ps.project)
+	ps.homeReal = realDir(ps.home)
+	ps.fs = newFSView()
 	return ps
+}
+
+// realDir is dir with symlinks resolved, or "" when that is dir itself or
+// it cannot be resolved.
+func realDir(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	r, err := filepath.EvalSymlinks(dir)
+	if err != nil || r == dir {
+		return ""
+	}
+	return r
 }
 
 // repoRoot returns the directory holding .git at or above dir, else dir.
@@ -220,6 +239,9 @@ func searchRoot(ps paths, p, cwd string) Decision {
 	if !known {
 		return Decision{}
 	}
+	if r, ok := ps.fs.real(cwd, p, true); ok {
+		abs = r // a search follows a symlink given as its root
+	}
 	for _, sub := range []string{"hidden", "hidden_tests", "hidden-tests", "grading", ".score", "answer_key"} {
 		cand := filepath.Join(abs, sub)
 		if !ps.antiCheat("", cand) {
@@ -250,6 +272,34 @@ func checkGlob(ps paths, pattern, base, cwd string) Decision {
 		}
 		return Decision{Deny: true, Code: CodeAntiCheat,
 			Reason: CodeAntiCheat + ": the pattern " + clip(pattern) + " selects answer, hidden-test or grading files"}
+	}
+	return Decision{}
+}
+
+// globThroughLink denies a pattern whose literal leading directories lead,
+// through a symlink, into an answer or hidden-test directory (hid/** with
+// hid a link to tests/hidden).
+func globThroughLink(ps paths, pattern, base, cwd string) Decision {
+	var lit []string
+	for _, seg := range strings.Split(NormalizePath(pattern), "/") {
+		if strings.ContainsAny(seg, "*?[{") {
+			break
+		}
+		lit = append(lit, seg)
+	}
+	if len(lit) == 0 {
+		return Decision{}
+	}
+	dir := strings.Join(lit, "/")
+	if dir == "" {
+		dir = "/"
+	}
+	if base != "" && !strings.HasPrefix(dir, "/") {
+		dir = strings.TrimSuffix(base, "/") + "/" + dir
+	}
+	if r, ok := ps.fs.real(cwd, dir, true); ok && ps.antiCheatAbs(r) {
+		return Decision{Deny: true, Code: CodeAntiCheat,
+			Reason: CodeAntiCheat + ": the pattern " + clip(pattern) + " reaches " + r + ", an answer, hidden-test or grading directory"}
 	}
 	return Decision{}
 }

@@ -136,8 +136,13 @@ func (a *analyzer) interpreter(s *shState, base string, args []string, in input)
 					code = append(code, stdinCode(in))
 					codeSeen = true
 				}
+			case x == "-m" && strings.HasPrefix(lang, "py"):
+				return // python -m module
 			case !strings.HasPrefix(x, "-") && !codeSeen:
-				return // a script file: the guard does not read files
+				// A script file: the guard does not read other languages'
+				// files, but one written by this same command is unseen.
+				a.madeHere(s, x, base, false)
+				return
 			}
 		}
 		if !codeSeen && in.present && len(args) == 0 {
@@ -179,7 +184,8 @@ func (a *analyzer) inlineCode(s *shState, lang, code string) {
 		}
 	}
 	// Shell commands run from the code.
-	for _, call := range shellCalls {
+	extraShell, extraFile := moduleAliases(code)
+	for _, call := range append(append([]string(nil), shellCalls...), extraShell...) {
 		for _, arg := range callArgs(code, call) {
 			if a.checkCallArg(s, lang, arg, "runs a shell command") {
 				return
@@ -220,7 +226,7 @@ func (a *analyzer) inlineCode(s *shState, lang, code string) {
 	}
 	// Files deleted or written inside .git.
 	writes := false
-	for _, call := range fileCalls {
+	for _, call := range append(append([]string(nil), fileCalls...), extraFile...) {
 		if strings.Contains(code, call) {
 			writes = true
 		}
@@ -458,4 +464,44 @@ func residue(arg string) bool {
 		return true
 	}
 	return false
+}
+
+// moduleAliases returns the extra calls that run commands or write files
+// when code names Python's modules another way: subprocess reached through
+// __import__ or an alias (import subprocess as sp; sp.call(…)), os as an
+// alias (import os as o; o.system(…)).
+func moduleAliases(code string) (shell, file []string) {
+	if !strings.Contains(code, "subprocess") && !strings.Contains(code, " as ") {
+		return nil, nil
+	}
+	subprocessCalls := []string{".call(", ".run(", ".Popen(", ".check_output(", ".check_call(", ".getoutput(", ".getstatusoutput("}
+	if strings.Contains(code, "subprocess") {
+		shell = append(shell, subprocessCalls...)
+	}
+	for _, mod := range []string{"os", "subprocess", "shutil", "pty"} {
+		rest := code
+		for {
+			i := strings.Index(rest, "import "+mod+" as ")
+			if i < 0 {
+				break
+			}
+			rest = rest[i+len("import "+mod+" as "):]
+			j := 0
+			for j < len(rest) && isIdent(rest[j]) {
+				j++
+			}
+			if j == 0 {
+				continue
+			}
+			alias := rest[:j]
+			switch mod {
+			case "os":
+				shell = append(shell, alias+".system(", alias+".popen(", alias+".exec", alias+".spawn")
+				file = append(file, alias+".remove(", alias+".unlink(", alias+".rmdir(", alias+".truncate(")
+			case "pty":
+				shell = append(shell, alias+".spawn(")
+			}
+		}
+	}
+	return shell, file
 }

@@ -107,6 +107,10 @@ type paths struct {
 	mode    Mode
 	project string // absolute project root, "" if unknown
 	home    string // absolute home directory, "" if unknown
+	// projectReal and homeReal are the same with symlinks resolved.
+	projectReal, homeReal string
+	// fs resolves symlinks and tracks what the script writes.
+	fs *fsView
 }
 
 // resolve returns p made absolute against cwd and cleaned; known is false
@@ -144,6 +148,38 @@ func gitSegments(p string) (isGit, inside bool) {
 // deletion explains why deleting p (recursively or not) destroys work, or
 // returns "" if it does not.
 func (ps paths) deletion(cwd, p string, recursive bool) string {
+	if why := ps.deletionAt(cwd, p, recursive); why != "" {
+		return why
+	}
+	// The same path with symlinks resolved: rm -rf g/objects where g is a
+	// link to .git. rm follows the last component only when it ends in /.
+	q, suffix := p, ""
+	if i := strings.Index(p, everything); i >= 0 {
+		q, suffix = p[:i], everything
+		if q == "" {
+			q = "."
+		}
+	}
+	if l := ps.fs.viaUnknownLink(cwd, q); l != "" {
+		return "it goes through " + printable(l) + ", a link this command makes to a place the guard cannot know"
+	}
+	r, ok := ps.fs.real(cwd, q, suffix != "")
+	if !ok {
+		return ""
+	}
+	if logical, _ := resolve(cwd, q); logical == r {
+		return ""
+	}
+	if suffix != "" {
+		r = strings.TrimSuffix(r, "/") + "/" + suffix
+	}
+	if why := ps.deletionAt("", r, recursive); why != "" {
+		return why + " (through a symlink: " + printable(p) + " is " + printable(r) + ")"
+	}
+	return ""
+}
+
+func (ps paths) deletionAt(cwd, p string, recursive bool) string {
 	if p == "" {
 		return ""
 	}
@@ -192,6 +228,9 @@ func (ps paths) deletion(cwd, p string, recursive bool) string {
 		if c == "." || c == ".." || strings.HasPrefix(c, "../") {
 			return "a recursive deletion of " + c + " from an unknown working directory"
 		}
+		if gitInternal[strings.SplitN(c, "/", 2)[0]] {
+			return "a recursive deletion of " + c + " from a working directory the guard cannot know (it could be .git)"
+		}
 		return ""
 	}
 	if r := ps.protectedDir(abs); r != "" {
@@ -200,23 +239,34 @@ func (ps paths) deletion(cwd, p string, recursive bool) string {
 	return ""
 }
 
+// gitInternal are the names inside a .git directory whose recursive
+// deletion from an unknown directory the guard denies.
+var gitInternal = map[string]bool{"objects": true, "refs": true, "logs": true, "hooks": true, "info": true,
+	"worktrees": true, "modules": true}
+
 // protectedDir names abs if it is /, a top-level system directory, the
 // home directory or the project root (or an ancestor of either).
 func (ps paths) protectedDir(abs string) string {
-	switch {
-	case abs == "/":
+	if abs == "/" {
 		return "the root directory /"
-	case ps.project != "" && within(ps.project, abs):
-		if abs == ps.project {
-			return "the project root " + abs
+	}
+	for _, p := range []string{ps.project, ps.projectReal} {
+		if p != "" && within(p, abs) {
+			if abs == p {
+				return "the project root " + abs
+			}
+			return abs + ", which contains the project"
 		}
-		return abs + ", which contains the project"
-	case ps.home != "" && within(ps.home, abs):
-		if abs == ps.home {
-			return "the home directory " + abs
+	}
+	for _, h := range []string{ps.home, ps.homeReal} {
+		if h != "" && within(h, abs) {
+			if abs == h {
+				return "the home directory " + abs
+			}
+			return abs + ", which contains the home directory"
 		}
-		return abs + ", which contains the home directory"
-	case strings.Count(abs, "/") == 1:
+	}
+	if strings.Count(abs, "/") == 1 {
 		return "the top-level directory " + abs
 	}
 	return ""
@@ -229,6 +279,21 @@ func (ps paths) write(cwd, p string) string {
 		return ""
 	}
 	abs, _ := resolve(cwd, p)
+	if why := writeAt(abs); why != "" {
+		return why
+	}
+	if l := ps.fs.viaUnknownLink(cwd, p); l != "" && l != abs {
+		return "it writes through " + printable(l) + ", a link this command makes to a place the guard cannot know"
+	}
+	if r, ok := ps.fs.real(cwd, p, true); ok && r != abs {
+		if why := writeAt(r); why != "" {
+			return why + " (through a symlink: " + printable(p) + " is " + r + ")"
+		}
+	}
+	return ""
+}
+
+func writeAt(abs string) string {
 	if isGit, inside := gitSegments(abs); isGit || inside {
 		return "it writes inside .git (history, config and hooks)"
 	}
@@ -264,8 +329,23 @@ func (ps paths) antiCheat(cwd, p string) bool {
 	if !known {
 		return false
 	}
-	if ps.project != "" && within(abs, ps.project) {
-		abs = strings.TrimPrefix(abs[len(ps.project):], "/")
+	if ps.antiCheatAbs(abs) {
+		return true
+	}
+	// the file a symlink leads to (ln -s tests/hidden h; cat h/x)
+	if r, ok := ps.fs.real(cwd, NormalizePath(p), true); ok && r != abs {
+		return ps.antiCheatAbs(r)
+	}
+	return false
+}
+
+// antiCheatAbs checks an absolute path, relative to the project root when
+// it is inside it.
+func (ps paths) antiCheatAbs(abs string) bool {
+	for _, root := range []string{ps.project, ps.projectReal} {
+		if root != "" && within(abs, root) {
+			return antiCheatPath(ps.mode, strings.TrimPrefix(abs[len(root):], "/"))
+		}
 	}
 	return antiCheatPath(ps.mode, abs)
 }

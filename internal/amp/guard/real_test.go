@@ -44,6 +44,7 @@ var notRunForReal = map[string]string{
 	"git -c alias.x='!rm -rf .' x":         "GNU rm refuses . (denied for what it means)",
 	"python3 -c \"import os,sys; os.system(sys.argv[1])\" \"rm -rf .\"": "GNU rm refuses . (denied for what it means)",
 	"find . -name '.git' -delete":                                       "find -delete leaves a non-empty .git (denied for what it means)",
+	"SKIP=flake8 git commit -m x":                                       "needs the pre-commit framework",
 }
 
 // unsafeForReal marks commands that reach outside the temporary
@@ -118,7 +119,7 @@ func gitEnv(home string) []string {
 // setupRepo makes a repository with work to lose: a diverged origin, a
 // feature branch, a stash, an unreachable object, staged, modified,
 // untracked and ignored files, failing hooks and answer files.
-func setupRepo(t *testing.T, root string) {
+func setupRepo(t testing.TB, root string) {
 	t.Helper()
 	repo, home := filepath.Join(root, "repo"), filepath.Join(root, "home")
 	other := filepath.Join(root, "other")
@@ -170,11 +171,26 @@ func copyRepo(t *testing.T, template string) (repo, home string) {
 // modes (the work tree and .git), refs, stashes, reflogs, the object
 // store, the origin's refs and the user's git configuration.
 func snapshot(repo, home string) string {
+	m := snapshotMap(repo, home)
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
 	h := sha256.New()
-	var files []string
+	for _, k := range keys {
+		fmt.Fprintf(h, "%s %s\n", k, m[k])
+	}
+	return fmt.Sprintf("%x", h.Sum(nil))
+}
+
+// snapshotMap is snapshot's content: each file's path mapped to its mode,
+// digest or link target, and each git listing to its output.
+func snapshotMap(repo, home string) map[string]string {
+	m := map[string]string{}
 	filepath.WalkDir(filepath.Dir(repo), func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			files = append(files, p+" ERR")
+			m[p] = "ERR"
 			return nil
 		}
 		if strings.HasPrefix(p, filepath.Join(filepath.Dir(repo), "other")) {
@@ -182,10 +198,10 @@ func snapshot(repo, home string) string {
 		}
 		info, err := d.Info()
 		if err != nil {
-			files = append(files, p+" ERR")
+			m[p] = "ERR"
 			return nil
 		}
-		line := fmt.Sprintf("%s %v", p, info.Mode())
+		line := fmt.Sprintf("%v", info.Mode())
 		if d.Type().IsRegular() {
 			b, _ := os.ReadFile(p)
 			line += fmt.Sprintf(" %x", sha256.Sum256(b))
@@ -194,20 +210,18 @@ func snapshot(repo, home string) string {
 			l, _ := os.Readlink(p)
 			line += " -> " + l
 		}
-		files = append(files, line)
+		m[p] = line
 		return nil
 	})
-	sort.Strings(files)
-	fmt.Fprintln(h, strings.Join(files, "\n"))
 	for _, args := range [][]string{{"for-each-ref"}, {"stash", "list"}, {"reflog", "--all"}, {"count-objects", "-v"}} {
 		cmd := exec.Command("git", args...)
 		cmd.Dir = repo
 		cmd.Env = gitEnv(home)
 		out, err := cmd.CombinedOutput()
-		fmt.Fprintf(h, "%v %s %v\n", args, out, err)
+		m[fmt.Sprintf("git %v", args)] = fmt.Sprintf("%s %v", out, err)
 	}
 	if _, err := os.Stat(repo); err != nil {
-		fmt.Fprintln(h, "repo gone")
+		m["repo"] = "gone"
 	}
-	return fmt.Sprintf("%x", h.Sum(nil))
+	return m
 }

@@ -271,6 +271,7 @@ type input struct {
 	known   bool
 	text    string
 	from    string // the producing command's name, if a pipe
+	file    string // the file redirected in with <, if any
 }
 
 var stdinNone = input{}
@@ -299,7 +300,7 @@ func (a *analyzer) stmt(s *shState, st *syntax.Stmt, in input) {
 			if a.anti(s, t) {
 				return
 			}
-			in = input{present: true, from: "file " + t}
+			in = input{present: true, from: "file " + t, file: t}
 		case syntax.RdrOut, syntax.AppOut, syntax.RdrAll, syntax.AppAll, syntax.RdrInOut, syntax.RdrClob:
 			t := a.literal(s, r.Word)
 			if why := a.write(s.cwd, t); why != "" {
@@ -308,6 +309,11 @@ func (a *analyzer) stmt(s *shState, st *syntax.Stmt, in input) {
 			}
 			if a.anti(s, t) {
 				return
+			}
+			a.recordWrite(s, t)
+		case syntax.DplIn:
+			if t := a.literal(s, r.Word); t != "-" && t != "0" {
+				in = input{present: true, from: "file descriptor " + printable(t)}
 			}
 		case syntax.DplOut:
 			t := a.literal(s, r.Word)
@@ -530,12 +536,20 @@ func (a *analyzer) assign(s *shState, as *syntax.Assign) {
 }
 
 func (a *analyzer) decl(s *shState, c *syntax.DeclClause) {
+	nameref := false
 	for _, as := range c.Args {
 		if as.Name == nil { // an option or a name built at run time
 			a.nested(s, as.Value)
+			if o := a.literal(s, as.Value); strings.HasPrefix(o, "-") && strings.Contains(o, "n") {
+				nameref = true // declare -n: a reference to another variable
+			}
 			continue
 		}
 		a.assign(s, as)
+		if nameref {
+			// the guard does not follow references: the value is unknown
+			s.vars[as.Name.Value] = unknownVar
+		}
 	}
 }
 
@@ -613,11 +627,28 @@ func (a *analyzer) staticOutput(s *shState, list []*syntax.Stmt) (string, bool) 
 			out = path.Dir(f[1]) + "\n"
 		}
 	case "git":
-		if len(f) == 3 && f[1] == "rev-parse" && f[2] == "--show-toplevel" && a.project != "" {
+		switch {
+		case len(f) != 3 || f[1] != "rev-parse" || a.project == "":
+			return "", false
+		case f[2] == "--show-toplevel":
 			out = a.project + "\n"
-		} else {
+		case f[2] == "--git-dir" || f[2] == "--absolute-git-dir" || f[2] == "--git-common-dir":
+			out = a.project + "/.git\n" // the repository's own (git prints it relative at the top)
+		default:
 			return "", false
 		}
+	case "readlink", "realpath":
+		// readlink -f / realpath: the physical path, resolved as the
+		// guard resolves it
+		ops := skipOpts(f[1:], "", nil)
+		if len(ops) != 1 || (f[0] == "readlink" && len(f) == 2) {
+			return "", false
+		}
+		r, ok := a.fs.real(s.cwd, ops[0], true)
+		if !ok {
+			return "", false
+		}
+		out = r + "\n"
 	default:
 		return "", false
 	}

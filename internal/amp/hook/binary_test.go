@@ -459,3 +459,58 @@ func TestHookEdgeCasesAnswerEmpty(t *testing.T) {
 		t.Fatalf("unknown flag: %d %s %s", code, out, stderr)
 	}
 }
+
+// TestHookGuardOnDisk runs the hook on commands whose decision depends on
+// the files around them (symlinks, script files), with the working
+// directory given in the payload or, when the payload has none, taken
+// from the hook process's own.
+func TestHookGuardOnDisk(t *testing.T) {
+	s := newSession(t)
+	repo := t.TempDir()
+	for name, body := range map[string]string{".git/HEAD": "ref: refs/heads/main\n", "scripts/evil.sh": "#!/bin/sh\nrm -rf .git\n",
+		"scripts/ok.sh": "#!/bin/sh\necho ok\n"} {
+		os.MkdirAll(filepath.Join(repo, filepath.Dir(name)), 0o755)
+		if err := os.WriteFile(filepath.Join(repo, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(".git", filepath.Join(repo, "gl")); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		cmd     string
+		withCwd bool
+		deny    string // "" = allowed
+	}{
+		{"rm -rf gl/objects", true, "through a symlink"},
+		{"rm -rf gl/objects", false, "through a symlink"},
+		{"bash scripts/evil.sh", true, "rm .git is blocked"},
+		{"./scripts/evil.sh", false, "rm .git is blocked"},
+		{"echo 'rm -rf .git' > x.sh; sh x.sh", false, "which this same command writes first"},
+		{"bash scripts/ok.sh", true, ""},
+		{"bash scripts/ok.sh", false, ""},
+		{"rm gl", false, ""},
+	}
+	for _, tt := range tests {
+		cwd := ""
+		if tt.withCwd {
+			cwd = `"cwd":` + fmt.Sprintf("%q", repo) + `,`
+		}
+		payload := `{"session_id":"disk",` + cwd + `"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":` + fmt.Sprintf("%q", tt.cmd) + `}}`
+		cmd := exec.Command(hookBinary, "pre-tool-use")
+		cmd.Dir = filepath.Join(repo, "scripts", "..") // the hook runs in the project
+		cmd.Env = append(os.Environ(), amp.EnvHome+"="+s.home, "PUAX_GUARD_MODE=", "CLAUDE_PROJECT_DIR="+repo)
+		cmd.Stdin = strings.NewReader(payload)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%q: %v", tt.cmd, err)
+		}
+		got := string(out)
+		switch {
+		case tt.deny == "" && strings.TrimSpace(got) != "{}":
+			t.Errorf("%q (cwd given: %v): denied, want allowed: %s", tt.cmd, tt.withCwd, got)
+		case tt.deny != "" && !strings.Contains(got, tt.deny):
+			t.Errorf("%q (cwd given: %v): got %s, want a denial saying %q", tt.cmd, tt.withCwd, got, tt.deny)
+		}
+	}
+}

@@ -143,6 +143,12 @@ func Run(ctx context.Context, event string, stdin io.Reader, stdout io.Writer, o
 	// directory: a store failure never turns a denial into an allow.
 	var verdict guard.Decision
 	if ev == amp.HostPreToolUse {
+		if in.Cwd == "" {
+			// The host runs its hooks in the session's directory: without
+			// a cwd in the payload, relative paths, symlinks and scripts
+			// resolve against the hook's own.
+			in.Cwd, _ = os.Getwd()
+		}
 		verdict = guard.Check(guard.Request{Mode: opts.GuardMode, Tool: in.ToolName, Input: in.ToolInput, Cwd: in.Cwd})
 		if !verdict.Deny && opts.Envelope == nil {
 			io.WriteString(stdout, "{}\n") // the hot path: no state I/O

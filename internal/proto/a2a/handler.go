@@ -88,6 +88,19 @@ func (s *Server) visible(ctx context.Context, ag *core.Agent, id string) (*TaskR
 	return r, nil
 }
 
+// agentSeeing returns the agent a request is for (see agent) when the
+// caller of ctx may see its task id (see visible).
+func (s *Server) agentSeeing(ctx context.Context, tenant, id string) (*core.Agent, error) {
+	ag, err := s.agent(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.visible(ctx, ag, id); err != nil {
+		return nil, err
+	}
+	return ag, nil
+}
+
 // mayRead decides whether p may see task r (see visible).
 func (s *Server) mayRead(ctx context.Context, p core.Principal, r *TaskRecord) error {
 	if p.Admin || p.Dev {
@@ -115,11 +128,8 @@ func (h *handler) GetTask(ctx context.Context, req *sdk.GetTaskRequest) (*sdk.Ta
 	if req.HistoryLength != nil && *req.HistoryLength < 0 {
 		return nil, invalid("historyLength must not be negative")
 	}
-	ag, err := s.agent(ctx, req.Tenant)
+	ag, err := s.agentSeeing(ctx, req.Tenant, string(req.ID))
 	if err != nil {
-		return nil, err
-	}
-	if _, err := s.visible(ctx, ag, string(req.ID)); err != nil {
 		return nil, err
 	}
 	r := s.reconcile(ctx, ag.ID, string(req.ID))
@@ -133,11 +143,8 @@ func (h *handler) GetTask(ctx context.Context, req *sdk.GetTaskRequest) (*sdk.Ta
 // hub; its agent is not told (see docs/a2a.md).
 func (h *handler) CancelTask(ctx context.Context, req *sdk.CancelTaskRequest) (*sdk.Task, error) {
 	s := h.s
-	ag, err := s.agent(ctx, req.Tenant)
+	ag, err := s.agentSeeing(ctx, req.Tenant, string(req.ID))
 	if err != nil {
-		return nil, err
-	}
-	if _, err := s.visible(ctx, ag, string(req.ID)); err != nil {
 		return nil, err
 	}
 	r, err := s.tasks.update(ctx, ag.ID, string(req.ID), func(r *TaskRecord) error {

@@ -128,11 +128,7 @@ func (h *handler) CreateTaskPushConfig(ctx context.Context, c *sdk.PushConfig) (
 	if err := s.checkPush(c); err != nil {
 		return nil, err
 	}
-	ag, err := s.agent(ctx, c.Tenant)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := s.visible(ctx, ag, string(c.TaskID)); err != nil {
+	if _, err := s.agentSeeing(ctx, c.Tenant, string(c.TaskID)); err != nil {
 		return nil, err
 	}
 	cp := *c
@@ -146,11 +142,7 @@ func (h *handler) CreateTaskPushConfig(ctx context.Context, c *sdk.PushConfig) (
 // taskPushConfigs checks the caller may see the task and returns its
 // configs.
 func (s *Server) taskPushConfigs(ctx context.Context, tenant string, taskID sdk.TaskID) ([]pushRecord, error) {
-	ag, err := s.agent(ctx, tenant)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := s.visible(ctx, ag, string(taskID)); err != nil {
+	if _, err := s.agentSeeing(ctx, tenant, string(taskID)); err != nil {
 		return nil, err
 	}
 	cs, err := s.pushConfigs(ctx, string(taskID))

@@ -44,56 +44,48 @@ func (h *handler) SendMessage(ctx context.Context, req *sdk.SendMessageRequest) 
 // status-update per status change, and ends after a terminal or
 // interrupted state.
 func (h *handler) SendStreamingMessage(ctx context.Context, req *sdk.SendMessageRequest) iter.Seq2[sdk.Event, error] {
-	s := h.s
-	return func(yield func(sdk.Event, error) bool) {
-		ag, err := s.agent(ctx, req.Tenant)
-		if err != nil {
-			yield(nil, err)
-			return
-		}
-		// Before anything is started, so a refused stream leaves no task.
-		caller := streamCaller(ctx)
-		if !s.streams.acquire(caller) {
-			yield(nil, sdk.NewError(sdk.ErrInternalError, fmt.Sprintf("this caller has %d A2A streams open, as many as it may; close one, or follow tasks with GetTask or push notifications", MaxStreamsPerCaller)))
-			return
-		}
-		defer s.streams.release(caller)
-		rec, err := s.start(ctx, ag, req)
-		if err != nil {
-			yield(nil, err)
-			return
-		}
-		s.stream(ctx, ag.ID, rec, yield)
-	}
+	return h.s.streamTask(ctx, req.Tenant, func(ag *core.Agent) (*TaskRecord, error) { return h.s.start(ctx, ag, req) })
 }
 
 // SubscribeToTask implements a2asrv.RequestHandler: the stream of a task
 // that is not terminal, as SendStreamingMessage's.
 func (h *handler) SubscribeToTask(ctx context.Context, req *sdk.SubscribeToTaskRequest) iter.Seq2[sdk.Event, error] {
 	s := h.s
+	return s.streamTask(ctx, req.Tenant, func(ag *core.Agent) (*TaskRecord, error) {
+		if _, err := s.visible(ctx, ag, string(req.ID)); err != nil {
+			return nil, err
+		}
+		rec := s.reconcile(ctx, ag.ID, string(req.ID))
+		if rec == nil {
+			return nil, errNotFoundTask(req.ID)
+		}
+		if rec.Task.Status.State.Terminal() {
+			return nil, sdk.NewError(sdk.ErrUnsupportedOperation, fmt.Sprintf("task %s is %s; there is nothing to subscribe to", rec.Task.ID, rec.Task.Status.State))
+		}
+		return rec, nil
+	})
+}
+
+// streamTask is a stream (see stream) of the task that begin starts or
+// finds for the agent a request is for (see agent). It holds one of the
+// caller's streams (MaxStreamsPerCaller) while it runs, taken before begin
+// so that a refused stream starts nothing.
+func (s *Server) streamTask(ctx context.Context, tenant string, begin func(*core.Agent) (*TaskRecord, error)) iter.Seq2[sdk.Event, error] {
 	return func(yield func(sdk.Event, error) bool) {
-		ag, err := s.agent(ctx, req.Tenant)
+		ag, err := s.agent(ctx, tenant)
 		if err != nil {
 			yield(nil, err)
 			return
 		}
 		caller := streamCaller(ctx)
 		if !s.streams.acquire(caller) {
-			yield(nil, sdk.NewError(sdk.ErrInternalError, fmt.Sprintf("this caller has %d A2A streams open, as many as it may", MaxStreamsPerCaller)))
+			yield(nil, sdk.NewError(sdk.ErrInternalError, fmt.Sprintf("this caller has %d A2A streams open, as many as it may; close one, or follow tasks with GetTask or push notifications", MaxStreamsPerCaller)))
 			return
 		}
 		defer s.streams.release(caller)
-		if _, err := s.visible(ctx, ag, string(req.ID)); err != nil {
+		rec, err := begin(ag)
+		if err != nil {
 			yield(nil, err)
-			return
-		}
-		rec := s.reconcile(ctx, ag.ID, string(req.ID))
-		if rec == nil {
-			yield(nil, errNotFoundTask(req.ID))
-			return
-		}
-		if rec.Task.Status.State.Terminal() {
-			yield(nil, sdk.NewError(sdk.ErrUnsupportedOperation, fmt.Sprintf("task %s is %s; there is nothing to subscribe to", rec.Task.ID, rec.Task.Status.State)))
 			return
 		}
 		s.stream(ctx, ag.ID, rec, yield)

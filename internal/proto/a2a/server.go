@@ -11,6 +11,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
 	"github.com/switchboard-hub/switchboard/internal/core"
+	"github.com/switchboard-hub/switchboard/internal/stopctx"
 )
 
 // Options tune the A2A adapter.
@@ -155,29 +156,10 @@ func (s *Server) background(ctx context.Context, f func(context.Context)) {
 		return
 	}
 	s.bgWG.Add(1)
-	gctx := untilStopped{Context: context.Background(), stop: s.bgStop}
+	gctx := stopctx.Until(s.bgStop) // the hub's lifecycle owns the work
 	s.bgMu.Unlock()
 	go func() {
 		defer s.bgWG.Done()
 		f(gctx)
 	}()
-}
-
-// untilStopped is a context that ends when stop is closed: the hub's
-// lifecycle (Run's context) owns background work without the server
-// keeping a context.
-type untilStopped struct {
-	context.Context
-	stop <-chan struct{}
-}
-
-func (c untilStopped) Done() <-chan struct{} { return c.stop }
-
-func (c untilStopped) Err() error {
-	select {
-	case <-c.stop:
-		return context.Canceled
-	default:
-		return nil
-	}
 }

@@ -656,7 +656,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	p := caller(r)
 	if err := s.relay.QueueAccess(r.Context(), p, id); err != nil {
-		return err
+		return err // a stranger learns nothing of the request's other fields
 	}
 	vis, err := visibility(r, 30*time.Second)
 	if err != nil {
@@ -666,7 +666,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return fmt.Errorf("streaming unsupported by the response writer")
 	}
-	feed := s.relay.Attach(id, vis)
+	feed, err := s.relay.AttachAs(r.Context(), p, id, vis)
+	if err != nil {
+		return err
+	}
 	defer s.relay.Detach(feed)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")

@@ -289,7 +289,7 @@ func TestSendMessageIdempotent(t *testing.T) {
 		t.Fatalf("first %+v second %+v", a, b)
 	}
 	waitfor.Recv(t, "the worker to receive same-id", w.received)
-	if rc, err := e.hub.Relay.WaitReceipt(ctxTimeout(t), "same-id"); err != nil || rc.Attempts != 1 {
+	if rc, err := e.hub.Relay.WaitReceiptFor(ctxTimeout(t), core.AdminPrincipal(), "same-id"); err != nil || rc.Attempts != 1 {
 		t.Fatalf("receipt of same-id: %+v %v, want delivered in one attempt", rc, err)
 	}
 	select {
@@ -306,7 +306,7 @@ func TestGetReceipt(t *testing.T) {
 	startWorker(t, e.base, "w", nil, nil, nil, 0)
 	var sent mcpadapter.SendMessageOutput
 	e.call("send_message", map[string]any{"to": "w", "text": "x"}, &sent)
-	rc, err := e.hub.Relay.WaitReceipt(ctxTimeout(t), sent.MessageID)
+	rc, err := e.hub.Relay.WaitReceiptFor(ctxTimeout(t), core.AdminPrincipal(), sent.MessageID)
 	if err != nil {
 		t.Fatal(err)
 	}

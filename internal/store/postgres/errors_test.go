@@ -70,7 +70,7 @@ func TestReceiptPayloads(t *testing.T) {
 	for i := range 1000 {
 		ids = append(ids, fmt.Sprintf("%032x", i))
 	}
-	ps := receiptPayloads(ids)
+	ps := receiptPayloads(encodeEnded(endedIDs(ids)))
 	if len(ps) < 4 || len(ps) > 6 {
 		t.Errorf("1,000 ids of 32 bytes in %d payloads", len(ps))
 	}

@@ -37,10 +37,6 @@ func (s *Store) EndIdentity(ctx context.Context, id string, now time.Time, detai
 		}
 		return nil, fmt.Errorf("postgres: end identity: %w", err)
 	}
-	ids := make([]string, len(out))
-	for i, r := range out {
-		ids[i] = r.MessageID
-	}
-	s.signalReceipts(ids...)
+	s.signalEnded(endedReceipts(out)...)
 	return out, nil
 }

@@ -97,7 +97,7 @@ func (s *Store) recheckLoop() {
 			s.log.Warn("postgres: recheck deleted lanes (they are restored by the next purge)", "err", err)
 		case tag.RowsAffected() > 0:
 			s.log.Debug("postgres: restored lanes deleted while a message was accepted", "lanes", tag.RowsAffected())
-			s.signalDue()
+			s.signalDueAll()
 		}
 	}
 }
@@ -135,7 +135,7 @@ func (s *Store) sweepLanes(ctx context.Context) error {
 	}
 	if tag.RowsAffected() > 0 {
 		s.log.Warn("postgres: restored lanes missing for queued messages", "lanes", tag.RowsAffected())
-		s.signalDue()
+		s.signalDueAll()
 	}
 	return nil
 }

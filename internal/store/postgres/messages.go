@@ -156,7 +156,7 @@ func (s *Store) accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 				m.Attempts = 1
 				res.Receipt.Attempts, res.Receipt.UpdatedAt, res.Receipt.History = 1, lease.now, pulledEvents
 			case queued:
-				s.signalDue() // a handed-off message is no other instance's work
+				s.signalAccepted() // a handed-off message is no other instance's work
 			}
 			return res, a.pulled, nil
 		}
@@ -436,10 +436,10 @@ func (s *Store) Complete(ctx context.Context, owner string, results []core.LaneR
 	for _, lr := range results {
 		outs = append(outs, lr.Outcomes...)
 	}
-	var ended []string
+	var done []ended
 	err := s.sendBatch(ctx, func(b *pgx.Batch) error {
-		ended = nil
-		if err := queueOutcomes(b, outs, func(id string, _ core.Lane) { ended = append(ended, id) }); err != nil {
+		done = nil
+		if err := queueOutcomes(b, outs, func(rc *core.Receipt) { done = append(done, ended{id: rc.MessageID, rc: rc}) }); err != nil {
 			return err
 		}
 		for _, lr := range results {
@@ -450,10 +450,10 @@ func (s *Store) Complete(ctx context.Context, owner string, results []core.LaneR
 	if err != nil {
 		return wrap("complete", err)
 	}
-	s.signalReceipts(ended...)
+	s.signalEnded(done...)
 	for _, lr := range results {
 		if !lr.Park && lr.NextAt.IsZero() {
-			s.signalDue()
+			s.signalReleased()
 			break
 		}
 	}
@@ -517,10 +517,10 @@ func (s *Store) CompleteRenew(ctx context.Context, owner string, res core.LaneRe
 		return nil, s.Complete(ctx, owner, []core.LaneResult{res})
 	}
 	var next []*core.Message
-	var ended []string
+	var done []ended
 	err := s.sendBatch(ctx, func(b *pgx.Batch) error {
-		next, ended = nil, nil
-		if err := queueOutcomes(b, res.Outcomes, func(id string, _ core.Lane) { ended = append(ended, id) }); err != nil {
+		next, done = nil, nil
+		if err := queueOutcomes(b, res.Outcomes, func(rc *core.Receipt) { done = append(done, ended{id: rc.MessageID, rc: rc}) }); err != nil {
 			return err
 		}
 		b.Queue(settleLaneSQL, res.Lane.Receiver, res.Lane.Sender, owner, now, false, claimUntil, owner)
@@ -534,9 +534,9 @@ func (s *Store) CompleteRenew(ctx context.Context, owner string, res core.LaneRe
 	if err != nil {
 		return nil, wrap("complete and renew", err)
 	}
-	s.signalReceipts(ended...)
+	s.signalEnded(done...)
 	if len(next) == 0 {
-		s.signalDue() // released, as by Complete
+		s.signalReleased() // released, as by Complete
 	}
 	return next, nil
 }
@@ -547,9 +547,10 @@ const historyFrom = "history = CASE WHEN jsonb_array_length(m.history) < 64 THEN
 
 // queueOutcomes queues the statements that record outs, one per kind of
 // update (set-based: a claim's hundreds of outcomes cost two statements, not
-// hundreds); ended is called for each message moved to a terminal status.
-// Outcomes for messages no longer queued match nothing and are ignored.
-func queueOutcomes(b *pgx.Batch, outs []core.Outcome, ended func(id string, l core.Lane)) error {
+// hundreds); ended is called with the receipt, as stored, of each message
+// moved to a terminal status. Outcomes for messages no longer queued match
+// nothing and are ignored.
+func queueOutcomes(b *pgx.Batch, outs []core.Outcome, ended func(rc *core.Receipt)) error {
 	var retry, final struct {
 		ids, errs, events, statuses []string
 		codes, attempts             []int32
@@ -610,16 +611,15 @@ func queueOutcomes(b *pgx.Batch, outs []core.Outcome, ended func(id string, l co
 				last_error = CASE WHEN o.status = 'timeout' AND o.err = '' THEN m.last_error ELSE o.err END,
 				reply = o.reply, updated_at = o.at, claim_until = `+zeroTS+`, `+historyFrom+`
 			FROM o WHERE m.id = o.id AND m.state = 0
-			RETURNING m.id, m.receiver, m.sender`,
+			RETURNING `+receiptCols("m"),
 			final.ids, final.statuses, final.attempts, final.codes, final.errs, final.replies, final.at, final.events).
 			Query(func(rows pgx.Rows) error {
 				for rows.Next() {
-					var id string
-					var l core.Lane
-					if err := rows.Scan(&id, &l.Receiver, &l.Sender); err != nil {
+					rc, err := scanReceipt(rows)
+					if err != nil {
 						return err
 					}
-					ended(id, l)
+					ended(rc)
 				}
 				return rows.Err()
 			})
@@ -658,11 +658,7 @@ func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int) ([]*cor
 	slices.SortFunc(out, func(a, b *core.Receipt) int {
 		return cmp.Or(a.ExpiresAt.Compare(b.ExpiresAt), strings.Compare(a.MessageID, b.MessageID))
 	})
-	ids := make([]string, len(out))
-	for i, r := range out {
-		ids[i] = r.MessageID
-	}
-	s.signalReceipts(ids...)
+	s.signalEnded(endedReceipts(out)...)
 	return out, nil
 }
 
@@ -676,7 +672,7 @@ func (s *Store) Wake(ctx context.Context, receiver string, now time.Time) (int, 
 		return 0, wrap("wake", err)
 	}
 	if depth > 0 {
-		s.signalDue()
+		s.signalAccepted()
 	}
 	return depth, nil
 }
@@ -740,7 +736,7 @@ func (s *Store) Pull(ctx context.Context, receiver string, now, visibleAt time.T
 		return nil, wrap("pull", err)
 	}
 	slices.SortFunc(out, func(a, b *core.Message) int { return cmp.Compare(a.Seq, b.Seq) })
-	s.signalReceipts(ended...)
+	s.signalEnded(endedIDs(ended)...)
 	return out, nil
 }
 
@@ -775,7 +771,7 @@ func (s *Store) Ack(ctx context.Context, receiver string, ids []string, now time
 	if err != nil {
 		return 0, wrap("ack", err)
 	}
-	s.signalReceipts(ended...)
+	s.signalEnded(endedIDs(ended)...)
 	return len(ended), nil
 }
 
@@ -827,7 +823,7 @@ func (s *Store) Replay(ctx context.Context, id string, now, expiresAt time.Time)
 	if err != nil {
 		return nil, err
 	}
-	s.signalDue()
+	s.signalAccepted()
 	return out, nil
 }
 

@@ -27,9 +27,10 @@ package postgres
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
+	mrand "math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -78,12 +79,21 @@ type Store struct {
 	depthReads flights[int]
 	byteReads  flights[int64]
 
-	// Pending notifications, sent by the notify loop after commit.
-	mu       sync.Mutex
-	due      bool
-	receipts []string
-	rechecks []recheck // lanes deleted, to look at again (lanes.go)
-	kick     chan struct{}
+	// instance tells this store's due notifications from other
+	// instances' (DueWake).
+	instance string
+
+	// Pending notifications, sent by the notify loop after commit: work
+	// made due by this instance's relay, which has woken its scheduler
+	// (dueAccepted), lanes it released, which it should look at again
+	// (dueReleased), work for any instance (dueAll), ended messages.
+	mu          sync.Mutex
+	dueAccepted bool
+	dueReleased bool
+	dueAll      bool
+	receipts    []string  // payload lines (receipts.go)
+	rechecks    []recheck // lanes deleted, to look at again (lanes.go)
+	kick        chan struct{}
 
 	// Accepts waiting for a batch (accept.go).
 	accepts  chan *acceptReq
@@ -133,6 +143,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		log:         log,
 		dueChan:     prefix + "_due",
 		receiptChan: prefix + "_receipt",
+		instance:    rand.Text(),
 		kick:        make(chan struct{}, 1),
 		readBytes:   cmp.Or(max(opts.ReadBytes, 0), DefaultReadBytes),
 		quit:        make(chan struct{}),
@@ -180,31 +191,99 @@ func (s *Store) Ping(ctx context.Context) error {
 // ReceiptChannel (or any other channel) across instances.
 func (s *Store) Notifier() *Notifier { return s.notifier }
 
-// DueChannel is the channel notified after a write makes lanes due; its
-// payload is empty.
+// DueChannel is the channel notified after a write makes lanes due. Its
+// payload names the instance whose write it was, when that instance
+// claims the lanes itself, or is empty when any instance should look;
+// DueWake tells a listener what to do about it.
 func (s *Store) DueChannel() string { return s.dueChan }
 
+// acceptedMark ends a due payload whose instance had already woken its
+// scheduler when it wrote (an accept, a Wake, a Replay: the relay wakes
+// itself after each), so its own notification asks nothing of it.
+const acceptedMark = "+"
+
+// DueWake is what a DueChannel notification asks of the instance that
+// receives it.
+type DueWake int
+
+const (
+	// WakeAll asks the instance to look for due lanes now and to wake the
+	// streams waiting for work.
+	WakeAll DueWake = iota
+	// WakeNone asks nothing: the instance's own write, after which its
+	// relay woke what it had to.
+	WakeNone
+	// WakeStreams asks it only to wake the streams waiting for work:
+	// another instance made lanes due and claims them itself (its
+	// scheduler was woken by the write), so a poll here would find
+	// nothing, at the cost of a transaction. Should that instance die
+	// first, the lanes are claimed by the other instances' periodic polls
+	// (core.RelayConfig.Poll), once the dead instance's claim has lapsed.
+	WakeStreams
+)
+
+// DueWake tells what a DueChannel payload asks of this store's instance:
+// WakeAll for those any instance should act on (an empty payload, also
+// sent to every listener after the listening connection reconnects) and
+// for lanes it released (another instance's accept may have raced the
+// release, and polled while the lane was still claimed); WakeNone for its
+// other writes (accepts, Wake, Replay: its relay has woken its scheduler
+// and its streams); WakeStreams for the notifications of other instances.
+func (s *Store) DueWake(payload string) DueWake {
+	if payload == "" {
+		return WakeAll
+	}
+	id, accepted := strings.CutSuffix(payload, acceptedMark)
+	switch {
+	case id != s.instance:
+		return WakeStreams
+	case accepted:
+		return WakeNone
+	}
+	return WakeAll
+}
+
 // ReceiptChannel is the channel notified when messages reach a terminal
-// status; its payload is their ids, one a line (see ReceiptIDs): one
-// notification carries the ids of many, since each NOTIFY is queued and
-// signalled to every listening session.
+// status; its payload is their receipts, or their ids alone, one a line
+// (see ParseReceipts and receipts.go): one notification carries many,
+// since each NOTIFY is queued and signalled to every listening session.
 func (s *Store) ReceiptChannel() string { return s.receiptChan }
 
-// signalDue and signalReceipts queue notifications; call them only after the
-// write committed.
-func (s *Store) signalDue() {
+// signalAccepted, signalReleased, signalDueAll and signalEnded queue
+// notifications; call them only after the write committed (see DueWake).
+// signalAccepted is for writes after which the relay of this instance
+// wakes its own scheduler (Accept, Wake, Replay); signalReleased for
+// lanes released by this instance; signalDueAll for lanes the store
+// itself made due (lanes restored by a recheck or a sweep), which any
+// instance's scheduler should look at now.
+func (s *Store) signalAccepted() {
 	s.mu.Lock()
-	s.due = true
+	s.dueAccepted = true
 	s.mu.Unlock()
 	s.wakeNotifyLoop()
 }
 
-func (s *Store) signalReceipts(ids ...string) {
-	if len(ids) == 0 {
+func (s *Store) signalReleased() {
+	s.mu.Lock()
+	s.dueReleased = true
+	s.mu.Unlock()
+	s.wakeNotifyLoop()
+}
+
+func (s *Store) signalDueAll() {
+	s.mu.Lock()
+	s.dueAll = true
+	s.mu.Unlock()
+	s.wakeNotifyLoop()
+}
+
+func (s *Store) signalEnded(es ...ended) {
+	if len(es) == 0 {
 		return
 	}
+	lines := encodeEnded(es) // now: the caller may change the receipts
 	s.mu.Lock()
-	s.receipts = append(s.receipts, ids...)
+	s.receipts = append(s.receipts, lines...)
 	s.mu.Unlock()
 	s.wakeNotifyLoop()
 }
@@ -216,11 +295,21 @@ func (s *Store) wakeNotifyLoop() {
 	}
 }
 
+// notifyGap is the least time between the starts of two notification
+// rounds. An idle store's first notification goes at once; under load the
+// notifications of the writes of up to notifyGap share one round (one
+// transaction, one take of the lock NOTIFY holds at commit), for at most
+// that much more delay.
+const notifyGap = 5 * time.Millisecond
+
 // notifyLoop sends queued notifications, coalescing everything queued since
 // the last round into one round trip: NOTIFY takes a database-wide lock at
 // commit, so one per accepted message would serialise the writers.
 func (s *Store) notifyLoop() {
 	defer close(s.done)
+	var last time.Time
+	gap := time.NewTimer(time.Hour)
+	gap.Stop()
 	for {
 		select {
 		case <-s.kick:
@@ -228,23 +317,39 @@ func (s *Store) notifyLoop() {
 			s.flushNotifications() // what Close's callers committed last
 			return
 		}
+		if d := notifyGap - time.Since(last); d > 0 {
+			gap.Reset(d)
+			select {
+			case <-gap.C:
+			case <-s.quit:
+				gap.Stop()
+				s.flushNotifications()
+				return
+			}
+		}
+		last = time.Now()
 		s.flushNotifications()
 	}
 }
 
 func (s *Store) flushNotifications() {
 	s.mu.Lock()
-	due, receipts := s.due, s.receipts
-	s.due, s.receipts = false, nil
+	accepted, released, all, receipts := s.dueAccepted, s.dueReleased, s.dueAll, s.receipts
+	s.dueAccepted, s.dueReleased, s.dueAll, s.receipts = false, false, false, nil
 	s.mu.Unlock()
-	if !due && len(receipts) == 0 {
+	if !accepted && !released && !all && len(receipts) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var b pgx.Batch
-	if due {
+	switch {
+	case all:
 		b.Queue("SELECT pg_notify($1, '')", s.dueChan)
+	case released:
+		b.Queue("SELECT pg_notify($1, $2)", s.dueChan, s.instance)
+	case accepted:
+		b.Queue("SELECT pg_notify($1, $2)", s.dueChan, s.instance+acceptedMark)
 	}
 	if len(receipts) > 0 {
 		for _, p := range receiptPayloads(receipts) {
@@ -254,38 +359,6 @@ func (s *Store) flushNotifications() {
 	if err := s.pool.SendBatch(ctx, &b).Close(); err != nil {
 		s.log.Warn("postgres: send notifications", "err", err)
 	}
-}
-
-// maxPayload is the most a receipt notification carries (PostgreSQL's
-// limit is 8000 bytes).
-const maxPayload = 7900
-
-// receiptPayloads joins ids into as few payloads as fit, one id a line.
-func receiptPayloads(ids []string) []string {
-	var out []string
-	var b strings.Builder
-	for _, id := range ids {
-		if b.Len() > 0 && b.Len()+1+len(id) > maxPayload {
-			out = append(out, b.String())
-			b.Reset()
-		}
-		if b.Len() > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(id)
-	}
-	if b.Len() > 0 {
-		out = append(out, b.String())
-	}
-	return out
-}
-
-// ReceiptIDs splits a ReceiptChannel payload into message ids.
-func ReceiptIDs(payload string) []string {
-	if payload == "" {
-		return nil
-	}
-	return strings.Split(payload, "\n")
 }
 
 // maxTxAttempts bounds how often a transaction is retried after a deadlock
@@ -301,7 +374,7 @@ func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 		if err == nil || attempt == maxTxAttempts || !retryable(err) {
 			return err
 		}
-		delay := time.Duration(attempt) * time.Duration(1+rand.IntN(5)) * time.Millisecond
+		delay := time.Duration(attempt) * time.Duration(1+mrand.IntN(5)) * time.Millisecond
 		select {
 		case <-time.After(delay):
 		case <-ctx.Done():

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -345,7 +346,13 @@ func TestNotifyAcrossInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	accept(t, s1, "m1", "alice", "bob", base)
-	recv(t, due, "due after Accept on the other instance")
+	p := recv(t, due, "due after Accept on the other instance")
+	// The accepting instance claims the lane itself (its relay has woken
+	// its scheduler); the other only wakes its streams.
+	if s1.DueWake(p) != postgres.WakeNone || s2.DueWake(p) != postgres.WakeStreams {
+		t.Fatalf("due payload %q after Accept: DueWake %v on the accepting instance, %v on the other; want WakeNone, WakeStreams",
+			p, s1.DueWake(p), s2.DueWake(p))
+	}
 
 	cs, err := s1.Claim(ctx, base, base.Add(time.Minute), "instance-1", 10, 10)
 	if err != nil || len(cs) != 1 {
@@ -356,8 +363,24 @@ func TestNotifyAcrossInstances(t *testing.T) {
 	}}}); err != nil {
 		t.Fatal(err)
 	}
-	if p := recv(t, receipts, "receipt after Complete"); p != "m1" {
-		t.Fatalf("receipt payload = %q, want m1", p)
+	// The releasing instance looks at the lane again (an accept elsewhere
+	// may have raced the release); the other only wakes its streams.
+	p = recv(t, due, "due after Complete released the lane")
+	if s1.DueWake(p) != postgres.WakeAll || s2.DueWake(p) != postgres.WakeStreams {
+		t.Fatalf("due payload %q after a release: DueWake %v on the releasing instance, %v on the other; want WakeAll, WakeStreams",
+			p, s1.DueWake(p), s2.DueWake(p))
+	}
+	// The notification carries the receipt as stored.
+	notes := postgres.ParseReceipts(recv(t, receipts, "receipt after Complete"))
+	if len(notes) != 1 || notes[0].ID != "m1" || notes[0].Receipt == nil {
+		t.Fatalf("receipt notes %+v, want m1 with its receipt", notes)
+	}
+	stored, err := s2.GetReceipt(ctx, "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := jsonOf(t, notes[0].Receipt), jsonOf(t, stored); got != want {
+		t.Fatalf("notified receipt\n %s\nstored\n %s", got, want)
 	}
 
 	// A listener whose context ends gets its channel closed.
@@ -378,6 +401,137 @@ func TestNotifyAcrossInstances(t *testing.T) {
 			return errors.New("still open")
 		}
 	})
+}
+
+func jsonOf(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestReceiptNotifications: what the receipt channel carries for each way
+// a message ends on another instance — the receipt as stored when the
+// ending write has it and it fits, else the id alone (a listener reads
+// the receipt).
+func TestReceiptNotifications(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	u, schema := freshSchema(t)
+	s1, s2 := openAt(t, u, schema), openAt(t, u, schema)
+	receipts, err := s2.Notifier().Listen(ctx, s2.ReceiptChannel())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deliver := func(id string, o core.Outcome, renew bool) {
+		t.Helper()
+		cs, err := s1.Claim(ctx, base, base.Add(time.Minute), "instance-1", 10, 10)
+		if err != nil || len(cs) != 1 || cs[0].Messages[0].ID != id {
+			t.Fatalf("Claim = %v, %v; want %s's lane", cs, err, id)
+		}
+		o.MessageID = id
+		res := core.LaneResult{Lane: cs[0].Lane, Outcomes: []core.Outcome{o}}
+		if renew {
+			_, err = s1.CompleteRenew(ctx, "instance-1", res, base, base.Add(time.Minute), 10)
+		} else {
+			err = s1.Complete(ctx, "instance-1", []core.LaneResult{res})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := base.Add(time.Second)
+	for _, c := range []struct {
+		name        string
+		end         func(id string)
+		wantReceipt bool
+	}{
+		{"delivered (Complete)", func(id string) {
+			deliver(id, core.Outcome{Kind: core.OutcomeDelivered, At: at, Code: 200, Reply: []byte(`{"ok":true}`)}, false)
+		}, true},
+		{"delivered (CompleteRenew)", func(id string) {
+			deliver(id, core.Outcome{Kind: core.OutcomeDelivered, At: at, Code: 200}, true)
+		}, true},
+		{"rejected", func(id string) {
+			deliver(id, core.Outcome{Kind: core.OutcomeRejected, At: at, Code: 422, Error: "no", Reply: []byte(`{"error":"no"}`)}, false)
+		}, true},
+		{"reply too large for a notification", func(id string) {
+			reply := []byte(`{"pad":"` + strings.Repeat("x", 8000) + `"}`)
+			deliver(id, core.Outcome{Kind: core.OutcomeDelivered, At: at, Code: 200, Reply: reply}, false)
+		}, false},
+		{"expired", func(id string) {
+			if rs, err := s1.ExpireDue(ctx, base.Add(2*time.Hour), 10); err != nil || len(rs) != 1 {
+				t.Fatalf("ExpireDue = %v, %v", rs, err)
+			}
+		}, true},
+		{"acknowledged", func(id string) {
+			if n, err := s1.Ack(ctx, "bob", []string{id}, at); err != nil || n != 1 {
+				t.Fatalf("Ack = %d, %v", n, err)
+			}
+		}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			id := strings.ReplaceAll(c.name, " ", "-")
+			accept(t, s1, id, "alice", "bob", base)
+			c.end(id)
+			notes := postgres.ParseReceipts(recv(t, receipts, "receipt of "+id))
+			if len(notes) != 1 || notes[0].ID != id {
+				t.Fatalf("notes %+v, want one for %s", notes, id)
+			}
+			if got := notes[0].Receipt != nil; got != c.wantReceipt {
+				t.Fatalf("receipt carried: %v, want %v", got, c.wantReceipt)
+			}
+			stored, err := s2.GetReceipt(ctx, id)
+			if err != nil || !stored.Status.Terminal() {
+				t.Fatalf("stored receipt %+v, %v; want terminal", stored, err)
+			}
+			if c.wantReceipt {
+				if got, want := jsonOf(t, notes[0].Receipt), jsonOf(t, stored); got != want {
+					t.Fatalf("notified receipt\n %s\nstored\n %s", got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestDueOfRestoredLanes: lanes the store restores itself (a sweep finds
+// queued messages without a lane) are notified for every instance to
+// claim now: no instance's relay made them due, so none has woken.
+func TestDueOfRestoredLanes(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	u, schema := freshSchema(t)
+	s1, s2 := openAt(t, u, schema), openAt(t, u, schema)
+	accept(t, s1, "m1", "alice", "bob", base)
+	due, err := s2.Notifier().Listen(ctx, s2.DueChannel())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "DELETE FROM lanes"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s1.PurgeBefore(ctx, base, 100); err != nil {
+		t.Fatal(err)
+	}
+	// The accept's own notification may come first (it is sent after
+	// the commit, by the notify loop); the sweep's follows.
+	p := recv(t, due, "due after the sweep restored the lane")
+	if p != "" && s2.DueWake(p) == postgres.WakeStreams && s1.DueWake(p) == postgres.WakeNone {
+		p = recv(t, due, "due after the sweep restored the lane, after the accept's")
+	}
+	if s1.DueWake(p) != postgres.WakeAll || s2.DueWake(p) != postgres.WakeAll {
+		t.Fatalf("due payload %q: DueWake %v, %v; want WakeAll on both", p, s1.DueWake(p), s2.DueWake(p))
+	}
+	if cs, err := s2.Claim(ctx, base, base.Add(time.Minute), "instance-2", 10, 10); err != nil || len(cs) != 1 {
+		t.Fatalf("Claim after the restore = %v, %v; want m1's lane", cs, err)
+	}
 }
 
 // The listening connection is killed by the server; the notifier reconnects,

@@ -1377,6 +1377,7 @@ var deadLetterCases = []testCase{
 		mm, r := newMessage("h6", "erin", "bob", at(6*time.Second))
 		mm.Parts = []core.Part{{Kind: core.PartText, Text: "a needle in the body"}}
 		mm.Protocol = "mamp"
+		mm.ConversationID = "conv-h6"
 		mustAcceptMsg(t, s, mm, r)
 		cs := claim(t, s, at(10*time.Second), at(40*time.Second), "o", 10, 10)
 		for _, c := range cs {
@@ -1411,6 +1412,12 @@ var deadLetterCases = []testCase{
 			{"text in the content", core.MessageQuery{Text: "needle"}, "h6:queued"},
 			{"text in an id", core.MessageQuery{Text: "h3"}, "h3:queued"},
 			{"protocol", core.MessageQuery{Protocol: "mamp"}, "h6:queued"},
+			{"conversation", core.MessageQuery{ConversationID: "conv-h6"}, "h6:queued"},
+			{"agent and text", core.MessageQuery{Agent: "bob", Text: "erin"}, "h6:queued"},
+			{"every filter", core.MessageQuery{Agent: "bob", Sender: "erin", Receiver: "bob", Status: core.StatusQueued,
+				ConversationID: "conv-h6", Protocol: "mamp", Text: "needle", BeforeSeq: 1 << 40}, "h6:queued"},
+			{"every filter, one off", core.MessageQuery{Agent: "bob", Sender: "erin", Receiver: "bob", Status: core.StatusQueued,
+				ConversationID: "conv-h6", Protocol: "mamp", Text: "haystack", BeforeSeq: 1 << 40}, ""},
 			{"first page", core.MessageQuery{Limit: 2}, "h6:queued,h5:queued"},
 			{"nothing", core.MessageQuery{Text: "absent"}, ""},
 		}

@@ -1,0 +1,92 @@
+// Package hubbin runs the switchboard binary for the scripts that measure
+// it: the -bin flag and its default build, a loopback address, the hub's
+// start and its wait for /readyz.
+package hubbin
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+)
+
+// BinFlag defines the -bin flag on the command line's flag set: a
+// switchboard binary to run; empty, Build builds one.
+func BinFlag() *string {
+	return flag.String("bin", "", "switchboard binary (default: go build ./cmd/switchboard)")
+}
+
+// Build returns bin, or when bin is empty a switchboard binary it builds
+// from ./cmd/switchboard (run from the repository's root) into dir.
+func Build(bin, dir string) (string, error) {
+	if bin != "" {
+		return bin, nil
+	}
+	bin = filepath.Join(dir, "switchboard")
+	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/switchboard").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("hubbin: build: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// FreeAddr returns a loopback address whose port was free a moment ago,
+// for a hub that takes its address as a flag.
+func FreeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("hubbin: free address: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// Hub is a started `switchboard serve`.
+type Hub struct {
+	Cmd *exec.Cmd
+	// Base is its base URL (http://addr).
+	Base string
+}
+
+// Start starts `bin serve --dev --addr addr` with args after those, its
+// log on this process's stderr. Stop it with Stop.
+func Start(bin, addr string, args ...string) (*Hub, error) {
+	cmd := exec.Command(bin, append([]string{"serve", "--dev", "--addr", addr}, args...)...)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("hubbin: start the hub: %w", err)
+	}
+	return &Hub{Cmd: cmd, Base: "http://" + addr}, nil
+}
+
+// ErrNotReady is returned by WaitReady when the hub's /readyz did not
+// answer 200 in time.
+var ErrNotReady = errors.New("hubbin: the hub did not become ready")
+
+// WaitReady asks the hub's /readyz every poll until it answers 200, or
+// returns ErrNotReady after limit.
+func (h *Hub) WaitReady(poll, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		if resp, err := http.Get(h.Base + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w within %v", ErrNotReady, limit)
+		}
+		time.Sleep(poll)
+	}
+}
+
+// Stop kills the hub and waits for it to end.
+func (h *Hub) Stop() {
+	_ = h.Cmd.Process.Kill()
+	_ = h.Cmd.Wait()
+}

@@ -290,6 +290,9 @@ func (b *remoteBackend) server(ctx context.Context) (*sdk.Server, func(), error)
 		return nil, nil, err
 	}
 	return local, func() {
+		if b.tasks != nil {
+			b.tasks.close(context.WithoutCancel(ctx))
+		}
 		_ = cs.Close()
 		// A connection the client dialled but did not use (its request was
 		// served by another that became free) is one the hub has read no

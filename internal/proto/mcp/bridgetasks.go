@@ -186,6 +186,33 @@ func (h *hubTasks) ensureSession(ctx context.Context) (string, error) {
 	return sid, nil
 }
 
+// close deletes the 2025-era session, if one is open, so that the hub
+// does not keep it for its idle hour, counted against the credential's
+// sessions. The hub answers at once (its calls in progress end).
+func (h *hubTasks) close(ctx context.Context) {
+	h.mu.Lock()
+	sid := h.session
+	h.session = ""
+	h.mu.Unlock()
+	if sid == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, h.url, nil)
+	if err != nil {
+		return
+	}
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("Mcp-Protocol-Version", era2025)
+	resp, err := h.hc.Do(req)
+	if err != nil {
+		h.log.Debug("mcp bridge: delete the task session", "err", err)
+		return
+	}
+	resp.Body.Close()
+}
+
 // dropSession forgets session sid (the hub no longer knows it).
 func (h *hubTasks) dropSession(sid string) {
 	h.mu.Lock()

@@ -1,6 +1,8 @@
 package mcp_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log"
@@ -13,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-hub/switchboard/internal/auth"
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
 	mcpadapter "github.com/switchboard-hub/switchboard/internal/proto/mcp"
@@ -20,6 +23,16 @@ import (
 
 // switchProxy is a reverse proxy whose hub can be replaced (a restarted
 // hub listens on another port; the bridge keeps its URL).
+//
+// It reads each request's body before passing the request on. Passed as
+// it comes, the body is the server's request body, which net/http's
+// HTTP/1 server discards and closes as soon as the handler writes the
+// response header, while the proxy's transport may still read it once
+// more to check that nothing follows its Content-Length: that read fails
+// with ErrBodyReadAfterClose, the transport closes its connection to the
+// hub, and a long-lived answer (a listen's event stream) is cut a moment
+// later. It happened only when the hub answered before the transport's
+// last read, that is on a loaded machine.
 type switchProxy struct {
 	mu     sync.Mutex
 	target *url.URL
@@ -39,6 +52,12 @@ func (p *switchProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.FlushInterval = -1                    // event streams pass at once
 	rp.ErrorLog = log.New(io.Discard, "", 0) // the stopped hub is expected
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
 	rp.ServeHTTP(w, r)
 }
 
@@ -187,4 +206,41 @@ func TestTasksThroughBridge(t *testing.T) {
 	if e := bobs.errorOf("tasks/cancel", map[string]any{"taskId": modernID, "_meta": modernMeta}); e["code"] != float64(-32602) {
 		t.Fatalf("bob's tasks/cancel of alice's task: %v", e)
 	}
+}
+
+// TestBridgeDeletesTaskSession: the session of the 2025 era that the
+// bridge opens with the hub for the host's tasks is deleted when the
+// host leaves, not kept by the hub for its idle hour.
+func TestBridgeDeletesTaskSession(t *testing.T) {
+	h, _ := hubtest.Start(t, hub.Options{Dev: true})
+	srv := mcpadapter.New(h.Relay, mcpadapter.Options{Records: h.Store, Logger: slog.New(slog.DiscardHandler)})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	mcpHandler := srv.Handler()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Set("Authorization", "Bearer for-alice") // what the SDK's bearer check looks for
+		mcpHandler.ServeHTTP(w, r.WithContext(auth.With(r.Context(), auth.Principal{AgentID: "alice"})))
+	}))
+	t.Cleanup(ts.Close)
+	sessions := func() int {
+		n := 0
+		for range srv.SDK().Sessions() {
+			n++
+		}
+		return n
+	}
+	host := startHost(t, mcpadapter.Remote(mcpadapter.RemoteOptions{URL: ts.URL + "/mcp", Logger: slog.New(slog.DiscardHandler)}))
+	host.initialize()
+	task := host.request("tools/call", map[string]any{"name": "wait_for_reply", "task": map[string]any{},
+		"arguments": map[string]any{"timeout_ms": 600000}})["task"].(map[string]any)
+	if task["status"] != mcpadapter.TaskWorking {
+		t.Fatalf("task = %v", task)
+	}
+	if n := sessions(); n == 0 {
+		t.Fatal("the hub holds no session while the bridge runs a 2025 task")
+	}
+	host.stop()
+	waitFor(t, "the bridge's sessions to be deleted when the host left", func() bool { return sessions() == 0 })
 }

@@ -78,7 +78,7 @@ func (s *Server) Handler() http.Handler {
 		Logger:                       s.opt.Logger,
 		MaxRequestBodyBytes:          maxBody,
 	})
-	bounded := newSessionBound(s.srv, s.opt.MaxSessions, s.opt.MaxSessionsPerCaller).wrap(stateful)
+	bounded := newSessionBound(s.srv, &s.calls, s.opt.MaxSessions, s.opt.MaxSessionsPerCaller).wrap(stateful)
 	byEra := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Mcp-Protocol-Version") >= StatelessVersion {
 			if s.tasks != nil && r.Method == http.MethodPost {

@@ -139,6 +139,7 @@ type Server struct {
 	// that no caller can register it first.
 	operatorID string
 	tasks      *taskManager // nil without Options.Records
+	calls      sessionCalls // of the Streamable HTTP sessions, for their DELETE
 
 	mu      sync.Mutex
 	ensured map[string]time.Time // host agents checked recently
@@ -174,7 +175,7 @@ func New(relay *core.Relay, opt Options) *Server {
 			UnsubscribeHandler: func(ctx context.Context, req *sdk.UnsubscribeRequest) error { return nil },
 			CompletionHandler:  s.complete,
 		})
-	s.srv.AddReceivingMiddleware(s.authorizeSubscriptions)
+	s.srv.AddReceivingMiddleware(s.authorizeSubscriptions, s.calls.middleware)
 	s.addTools()
 	s.addResources()
 	s.addPrompts()

@@ -36,6 +36,7 @@ const (
 // another caller's session would let one caller evict the rest.
 type sessionBound struct {
 	srv              *sdk.Server
+	calls            *sessionCalls // ended by their session's DELETE
 	total, perCaller int
 	next             http.Handler // the stateful handler, set by wrap
 
@@ -45,18 +46,22 @@ type sessionBound struct {
 	pruned   time.Time           // last look for sessions that ended
 }
 
-func newSessionBound(srv *sdk.Server, total, perCaller int) *sessionBound {
-	return &sessionBound{srv: srv, total: total, perCaller: perCaller, byCaller: map[string][]string{}}
+func newSessionBound(srv *sdk.Server, calls *sessionCalls, total, perCaller int) *sessionBound {
+	return &sessionBound{srv: srv, calls: calls, total: total, perCaller: perCaller, byCaller: map[string][]string{}}
 }
 
 // wrap applies the bound around next, the stateful Streamable HTTP
-// handler: a POST without a session id opens a session, a DELETE ends one.
+// handler: a POST without a session id opens a session, a DELETE ends one
+// (and its calls in progress, so that it is answered at once).
 func (b *sessionBound) wrap(next http.Handler) http.Handler {
 	b.next = next
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("Mcp-Session-Id")
 		switch {
 		case r.Method == http.MethodDelete && id != "":
+			if b.calls != nil {
+				b.calls.end(id, requestUser(r.Context()))
+			}
 			next.ServeHTTP(w, r)
 			b.forget(callerKey(auth.From(r.Context())), id)
 			return

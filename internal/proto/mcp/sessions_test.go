@@ -1,6 +1,7 @@
 package mcp_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,7 +9,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -126,4 +129,75 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set(h.key, h.value)
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestDeleteEndsCallsInProgress: a session's DELETE is answered while a
+// call of the session is still waiting (a check_inbox that would wait two
+// minutes): the call is ended and its stream closes. Another caller's
+// DELETE of the session is refused and ends nothing.
+func TestDeleteEndsCallsInProgress(t *testing.T) {
+	h, _ := hubtest.Start(t, hub.Options{Dev: true})
+	srv := mcpadapter.New(h.Relay, mcpadapter.Options{ProgressEvery: 20 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler)})
+	mcpHandler := srv.Handler()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := auth.Principal{AgentID: r.Header.Get("X-Test-Agent")}
+		r.Header.Set("Authorization", "Bearer for-"+p.AgentID)
+		mcpHandler.ServeHTTP(w, r.WithContext(auth.With(r.Context(), p)))
+	}))
+	defer ts.Close()
+	url := ts.URL + "/mcp"
+	resp := rawPost(t, url, initBody, map[string]string{"X-Test-Agent": "alice"})
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %d %q", resp.StatusCode, sid)
+	}
+	hdr := map[string]string{"X-Test-Agent": "alice", "Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
+	rawPost(t, url, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, hdr)
+
+	// The call's answer is an event stream: its progress events show that
+	// it is waiting on the hub; the stream ends when the call does.
+	call := rawPost(t, url, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"check_inbox",
+		"arguments":{"timeout_ms":120000},"_meta":{"progressToken":"p"}}}`, hdr)
+	if call.StatusCode != http.StatusOK {
+		t.Fatalf("check_inbox: %d", call.StatusCode)
+	}
+	progress, ended := make(chan string, 1000), make(chan struct{})
+	go func() {
+		defer close(ended)
+		sc := bufio.NewScanner(call.Body)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "notifications/progress") {
+				progress <- sc.Text()
+			}
+		}
+	}()
+	waitfor.Recv(t, "a progress event of the waiting check_inbox", progress)
+
+	del := func(agent string) int {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), waitfor.Timeout)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, url, nil)
+		req.Header.Set("X-Test-Agent", agent)
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		dr, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s's DELETE of alice's session while a call of it waits: %v", agent, err)
+		}
+		dr.Body.Close()
+		return dr.StatusCode
+	}
+	if code := del("mallory"); code != http.StatusForbidden {
+		t.Fatalf("mallory's DELETE of alice's session: %d, want 403", code)
+	}
+	for range len(progress) {
+		<-progress
+	}
+	waitfor.Recv(t, "a progress event after mallory's DELETE (the call still waits)", progress)
+	if code := del("alice"); code != http.StatusNoContent {
+		t.Fatalf("alice's DELETE: %d, want 204", code)
+	}
+	waitfor.Closed(t, "the check_inbox stream to end after the DELETE", ended)
 }

@@ -150,7 +150,8 @@ type RemoteOptions struct {
 	// token); empty for a dev-mode hub.
 	Token string
 	// HTTPClient makes the requests [a client without timeout, since
-	// responses stream].
+	// responses stream]. Its idle connections are closed when the session
+	// ends.
 	HTTPClient *http.Client
 	// Version is reported as the bridge's version.
 	Version string
@@ -196,6 +197,14 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header.Set(AgentHeader, t.agent)
 	}
 	return t.next.RoundTrip(r)
+}
+
+// CloseIdleConnections closes the idle connections of the transport
+// underneath (http.Client.CloseIdleConnections reaches it through this).
+func (t headerTransport) CloseIdleConnections() {
+	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
 }
 
 func (b *remoteBackend) server(ctx context.Context) (*sdk.Server, func(), error) {
@@ -280,7 +289,16 @@ func (b *remoteBackend) server(ctx context.Context) (*sdk.Server, func(), error)
 		_ = cs.Close()
 		return nil, nil, err
 	}
-	return local, func() { _ = cs.Close() }, nil
+	return local, func() {
+		if b.tasks != nil {
+			b.tasks.close(context.WithoutCancel(ctx))
+		}
+		_ = cs.Close()
+		// A connection the client dialled but did not use (its request was
+		// served by another that became free) is one the hub has read no
+		// request on yet, and a stopping hub waits 5 s for such a one.
+		hc.CloseIdleConnections()
+	}, nil
 }
 
 func (b *remoteBackend) serve(ctx context.Context, r *router) {

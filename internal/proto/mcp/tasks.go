@@ -379,7 +379,7 @@ func (m *taskManager) create(ctx context.Context, c caller, era, tool string, ar
 	if err := m.put(ctx, rec); err != nil {
 		return nil, err
 	}
-	m.start(rec)
+	m.start(rec, false)
 	return rec, nil
 }
 
@@ -627,8 +627,12 @@ func (m *taskManager) notifyOver(ctx context.Context, n notifier) {
 	m.mu.Unlock()
 }
 
-// start runs rec's work in the background.
-func (m *taskManager) start(rec *taskRecord) {
+// start runs rec's work in the background. With recheck (rec was read
+// before it was listed as running here: the sweep), the task is read
+// again first and left alone if it ended meanwhile: a tasks/cancel that
+// stored the end between the sweep's read and the listing found nothing
+// to stop, and the task must not run after it.
+func (m *taskManager) start(rec *taskRecord, recheck bool) {
 	ctx, cancel := context.WithCancel(m.ctx)
 	m.mu.Lock()
 	m.cancel[rec.ID] = cancel
@@ -642,6 +646,16 @@ func (m *taskManager) start(rec *taskRecord) {
 			delete(m.cancel, rec.ID)
 			m.mu.Unlock()
 		}()
+		if recheck {
+			// A store that fails here does the task as read (its end is
+			// written by version, so a cancellation still wins).
+			if cur, err := m.load(ctx, rec.ID, ""); err == nil {
+				if cur.terminal() {
+					return
+				}
+				rec = cur
+			}
+		}
 		res, err := m.run(ctx, rec)
 		if m.ctx.Err() != nil {
 			return // the server stops: the task is done again at the next start
@@ -806,7 +820,7 @@ func (m *taskManager) sweep(ctx context.Context, start bool) {
 			_, running := m.cancel[rec.ID]
 			m.mu.Unlock()
 			if start && !rec.terminal() && !running {
-				m.start(rec)
+				m.start(rec, true)
 			}
 		}
 		if len(rs) < 200 {

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -264,4 +267,50 @@ func TestRemoteBackendBadURL(t *testing.T) {
 	if err == nil {
 		t.Fatal("want an error for a non-HTTP hub URL")
 	}
+}
+
+// TestBridgeLeavesNoConnection: when the stdio session ends, the bridge
+// (here a channel, with its long polls beside the host's calls) leaves no
+// connection to the hub open, not even an idle one: a hub that stops
+// waits 5 s for a connection on which it has read no request yet, such as
+// one the client dialled for a request that another connection served.
+func TestBridgeLeavesNoConnection(t *testing.T) {
+	_, base := hubtest.Start(t, hub.Options{})
+	alice, reviewer := registerToken(t, base, "alice"), registerToken(t, base, "reviewer")
+	var open atomic.Int64
+	dialer := &net.Dialer{}
+	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dialer.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		open.Add(1)
+		return &countedConn{Conn: c, open: &open}, nil
+	}}
+	host := startHost(t, mcpadapter.Remote(mcpadapter.RemoteOptions{URL: base + "/mcp", Token: reviewer, Agent: "reviewer",
+		HTTPClient: &http.Client{Transport: tr}, Logger: slog.New(slog.DiscardHandler)}))
+	host.initialize()
+	if code := atpSend(t, base, alice, map[string]any{"message_id": "m-conn", "sender": "alice", "receiver": "reviewer",
+		"type": "task", "payload": map[string]any{"text": "hello"}}); code != http.StatusOK {
+		t.Fatalf("send: %d", code)
+	}
+	host.channelEvent()
+	host.tool("list_agents", map[string]any{})
+	if open.Load() == 0 {
+		t.Fatal("the bridge dialled no connection through the client it was given")
+	}
+	host.stop()
+	waitFor(t, "every connection the bridge dialled to the hub to be closed", func() bool { return open.Load() == 0 })
+}
+
+// countedConn counts itself out of open when it is closed.
+type countedConn struct {
+	net.Conn
+	open *atomic.Int64
+	once sync.Once
+}
+
+func (c *countedConn) Close() error {
+	c.once.Do(func() { c.open.Add(-1) })
+	return c.Conn.Close()
 }

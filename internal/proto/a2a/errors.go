@@ -64,9 +64,10 @@ func wireError(ctx context.Context, err error) error {
 		return nil
 	}
 	if n, _ := ctx.Value(retryNoteKey{}).(*retryNote); n != nil {
-		if status, code := httperr.Classify(err); httperr.RetryAfter(code) > 0 {
+		status, code := httperr.Classify(err)
+		if secs := httperr.RetryAfter(code); secs > 0 {
 			n.status.Store(int32(status))
-			n.retryAfter.Store(int32(httperr.RetryAfter(code)))
+			n.retryAfter.Store(int32(secs))
 		}
 	}
 	for _, e := range sdkErrors {

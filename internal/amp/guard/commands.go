@@ -807,9 +807,17 @@ func (a *analyzer) rm(s *shState, name string, args []string, in input) {
 	}
 }
 
+// replaces are the writers that put a new file in place of the old one
+// (rename or unlink first) rather than writing into it.
+var replaces = map[string]bool{"mv": true, "ln": true, "link": true, "install": true, "rsync": true}
+
 // writeTo denies a write onto a protected file.
 func (a *analyzer) writeTo(s *shState, p, by string) bool {
-	if why := a.write(s.cwd, p); why != "" {
+	check := a.writeThrough
+	if replaces[by] || strings.HasSuffix(by, " -i") {
+		check = a.write // a new file renamed over p: a hard link is only dropped
+	}
+	if why := check(s.cwd, p); why != "" {
 		a.deny(CodeDestructive, by+" onto "+printable(p)+" is blocked: "+why)
 		return true
 	}

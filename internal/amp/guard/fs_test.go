@@ -198,7 +198,29 @@ var fsCommands = []fsCase{
 	{"ln -s tests tt && grep -r SECRET tt/", CodeAntiCheat, true},
 	{"rg SECRET tests", CodeAntiCheat, false},
 
+	// Hard links into .git made by an earlier call (hl-config, hl-hook):
+	// writing through them changes the repository.
+	{"echo x > hl-config", CodeDestructive, true},
+	{"echo x >> hl-config", CodeDestructive, true},
+	{"echo 'exit 0' > hl-hook", CodeDestructive, true},
+	{"truncate -s 0 hl-config", CodeDestructive, true},
+	{"cp a.txt hl-config", CodeDestructive, true},
+	{"tee hl-hook < a.txt", CodeDestructive, true},
+	{"dd if=a.txt of=hl-config", CodeDestructive, true},
+	{"sed -n 'w hl-config' a.txt", CodeDestructive, true},
+	{"cat a.txt >| hl-hook", CodeDestructive, true},
+	{"ln -s hl-config c2 && echo x > c2", CodeDestructive, true},
+	{"cd src && echo x > ../hl-config", CodeDestructive, true},
+
 	// Benign near-misses.
+	{"rm hl-config", "", false},
+	{"rm -f hl-config hl-hook", "", false},
+	{"unlink hl-hook", "", false},
+	{"mv a.txt hl-config", "", false},
+	{"sed -i s/x/y/ hl-config", "", false},
+	{"cat hl-config", "", false},
+	{"echo x > hl-src", "", false},
+	{"cp a.txt hl-src", "", false},
 	{"grep -rn SECRET src", "", false},
 	{"grep SECRET tests/unit.txt", "", false},
 	{"grep -r 'rm -rf' docs", "", false},
@@ -303,6 +325,13 @@ func setupRepoFSAt(t testing.TB, root string) {
 			t.Fatal(err)
 		}
 	}
+	// Hard links made by an earlier tool call: two into .git, one not.
+	for link, target := range map[string]string{"hl-config": ".git/config", "hl-hook": ".git/hooks/pre-commit",
+		"hl-src": "src/x.go"} {
+		if err := os.Link(filepath.Join(repo, target), filepath.Join(repo, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cmd := exec.Command("python3", "-m", "venv", "--without-pip", filepath.Join(repo, ".venv"))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("python3 -m venv: %v\n%s", err, out)
@@ -353,6 +382,11 @@ func TestFSToolTable(t *testing.T) {
 		{"Grep", map[string]any{"pattern": "SECRET", "glob": "hid/*"}, CodeAntiCheat},
 		{"Glob", map[string]any{"pattern": "srclink/*.go"}, ""},
 		{"Glob", map[string]any{"pattern": "**/*.go"}, ""},
+		{"Write", map[string]any{"file_path": "hl-config", "content": "x"}, CodeDestructive},
+		{"Edit", map[string]any{"file_path": "hl-hook", "old_string": "exit 1", "new_string": "exit 0"}, CodeDestructive},
+		{"Write", map[string]any{"file_path": filepath.Join(repo, "hl-hook"), "content": "exit 0"}, CodeDestructive},
+		{"Write", map[string]any{"file_path": "hl-src", "content": "package x"}, ""},
+		{"Edit", map[string]any{"file_path": "a.txt", "old_string": "one", "new_string": "two"}, ""},
 	}
 	for _, tt := range tests {
 		d := Check(Request{Mode: ModeDev, Tool: tt.tool, Input: tt.input, Cwd: repo, ProjectDir: repo, Home: filepath.Join(root, "home")})
@@ -395,6 +429,16 @@ func TestFSTableForReal(t *testing.T) {
 			// Only what existed before counts: making a link or writing a
 			// script is no harm in itself.
 			after := snapshotMap(repo, home)
+			if strings.Contains(c.cmd, "hl-") {
+				// a hard link into .git: the harm is a file under .git
+				gitDir := filepath.Join(repo, ".git") + string(filepath.Separator)
+				for k, v := range before {
+					if strings.HasPrefix(k, gitDir) && after[k] != v {
+						return
+					}
+				}
+				t.Fatalf("the command changed nothing under .git (output %q)", out.String())
+			}
 			for k, v := range before {
 				if after[k] != v {
 					return

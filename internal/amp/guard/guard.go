@@ -129,7 +129,7 @@ func Check(r Request) Decision {
 			return d
 		}
 		if writeTools[tool] {
-			if why := ps.write(r.Cwd, s); why != "" {
+			if why := ps.writeThrough(r.Cwd, s); why != "" {
 				return Decision{Deny: true, Code: CodeDestructive, Reason: CodeDestructive + ": " + r.Tool + " of " + clip(s) + " is blocked: " + why}
 			}
 		}

@@ -303,7 +303,7 @@ func (a *analyzer) stmt(s *shState, st *syntax.Stmt, in input) {
 			in = input{present: true, from: "file " + t, file: t}
 		case syntax.RdrOut, syntax.AppOut, syntax.RdrAll, syntax.AppAll, syntax.RdrInOut, syntax.RdrClob:
 			t := a.literal(s, r.Word)
-			if why := a.write(s.cwd, t); why != "" {
+			if why := a.writeThrough(s.cwd, t); why != "" {
 				a.deny(CodeDestructive, "the redirection onto "+printable(t)+" is blocked: "+why)
 				return
 			}
@@ -318,7 +318,7 @@ func (a *analyzer) stmt(s *shState, st *syntax.Stmt, in input) {
 		case syntax.DplOut:
 			t := a.literal(s, r.Word)
 			if strings.Trim(t, "0123456789-") != "" { // >&file is a file redirection
-				if why := a.write(s.cwd, t); why != "" {
+				if why := a.writeThrough(s.cwd, t); why != "" {
 					a.deny(CodeDestructive, "the redirection onto "+printable(t)+" is blocked: "+why)
 					return
 				}

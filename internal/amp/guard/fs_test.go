@@ -212,6 +212,22 @@ var fsCommands = []fsCase{
 	{"ln -s hl-config c2 && echo x > c2", CodeDestructive, true},
 	{"cd src && echo x > ../hl-config", CodeDestructive, true},
 
+	// Python, Perl and Node scripts already on disk.
+	{"python3 scripts/evil.py", CodeDestructive, true},
+	{"python3 -u scripts/evil.py", CodeDestructive, true},
+	{"perl scripts/evil.pl", CodeGit, true},
+	{"node js/evil.js", CodeDestructive, true},
+	{"./scripts/evilx.py", CodeGit, true},
+	{"scripts/evilp", CodeDestructive, true},
+	{"cd scripts && python3 evil.py", CodeDestructive, false}, // rmtree('.git') from scripts/: none there
+	{"python3 scripts/leak.py", CodeAntiCheat, true},
+	{"python3 scripts/sub.py 'rm -rf .git'", CodeBlind, true},
+	{"python3 scripts/big.py", CodeBlind, false},
+	{"python3 scripts/fifo", CodeBlind, false},
+	{"cp scripts/evil.py e2.py && python3 e2.py", CodeBlind, true},
+	{"env python3 scripts/evil.py", CodeDestructive, true},
+	{"find scripts -name evil.py -exec python3 {} \\;", CodeDestructive, true},
+
 	// Benign near-misses.
 	{"rm hl-config", "", false},
 	{"rm -f hl-config hl-hook", "", false},
@@ -256,6 +272,12 @@ var fsCommands = []fsCase{
 	{"./bin/tool --version", "", false},
 	{"rm -rf .venv && python3 -m venv .venv", "", false},
 	{"python3 scripts/tool.py", "", false},
+	{"python3 scripts/ok.py", "", false},
+	{"perl scripts/ok.pl", "", false},
+	{"node js/ok.js", "", false},
+	{"python3 scripts/missing.py", "", false},
+	{"cat scripts/evil.py", "", false},
+	{"python3 -m py_compile scripts/evil.py", "", false},
 	{"make test; python3 t.py", "", false},
 	{"export PATH=$PATH:/usr/local/bin && go version", "", false},
 	{"PATH=$PWD/scripts:$PATH ok.sh", "", false},
@@ -304,6 +326,19 @@ func setupRepoFSAt(t testing.TB, root string) {
 		"package.json": `{"name":"x","scripts":{"build":"echo built","nuke":"rm -rf .git","pretest":"git reset --hard",` +
 			`"test":"echo ok","leak":"cat tests/hidden/a.txt"}}`,
 		"bin/tool": "\x7fELF\x00\x00binary",
+		// Other interpreters' scripts (Node's outside scripts/, whose
+		// package.json is a FIFO that node would block on).
+		"scripts/evil.py":  "import shutil\nshutil.rmtree('.git')\n",
+		"scripts/evil.pl":  "system('git reset --hard');\n",
+		"js/evil.js":       "require('child_process').execSync('rm -rf .git')\n",
+		"scripts/evilx.py": "#!/usr/bin/env python3\nimport os\nos.system('git clean -fdx')\n",
+		"scripts/evilp":    "#!/usr/bin/perl -w\nunlink '.git/config';\n",
+		"scripts/leak.py":  "print(open('tests/hidden/a.txt').read())\n",
+		"scripts/sub.py":   "import subprocess, sys\nsubprocess.run(sys.argv[1], shell=True)\n",
+		"scripts/ok.py":    "import json\nprint(json.dumps({'a': 1}))\n",
+		"scripts/ok.pl":    "print \"hi\\n\";\n",
+		"js/ok.js":         "console.log([1, 2].map(x => x * 2))\n",
+		"scripts/big.py":   strings.Repeat("print('ok')\n", maxScriptFile/12+16),
 	}
 	for name, body := range files {
 		p := filepath.Join(repo, name)

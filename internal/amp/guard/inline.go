@@ -139,9 +139,9 @@ func (a *analyzer) interpreter(s *shState, base string, args []string, in input)
 			case x == "-m" && strings.HasPrefix(lang, "py"):
 				return // python -m module
 			case !strings.HasPrefix(x, "-") && !codeSeen:
-				// A script file: the guard does not read other languages'
-				// files, but one written by this same command is unseen.
-				a.madeHere(s, x, base, false)
+				// A script file: its code gets the same checks as
+				// inline code.
+				a.interpreterFile(s, base, x)
 				return
 			}
 		}
@@ -161,6 +161,24 @@ func (a *analyzer) interpreter(s *shState, base string, args []string, in input)
 		if a.found != nil {
 			return
 		}
+	}
+}
+
+// interpreterFile checks a script file an interpreter runs (python3 x.py,
+// perl x.pl, node x.js, ./x.py with a #! line) with the checks of inline
+// code. A script written by the same command, too large or unreadable is
+// denied; one that does not exist runs nothing.
+func (a *analyzer) interpreterFile(s *shState, lang, p string) {
+	if a.found != nil {
+		return
+	}
+	data, ok := a.readScript(s, p, lang)
+	if !ok {
+		return
+	}
+	a.inlineCode(s, lang, string(data))
+	if a.found != nil {
+		a.found.Reason += " (in the script " + clip(printable(p)) + ")"
 	}
 }
 

@@ -159,7 +159,16 @@ func (a *analyzer) execFile(s *shState, name string, args []string) {
 				f = f[1:]
 			}
 		}
-		if len(f) == 0 || !shellNames[path.Base(f[0])] {
+		if len(f) == 0 {
+			return
+		}
+		if !shellNames[path.Base(f[0])] {
+			if _, ok := interpreterName(path.Base(f[0])); ok {
+				a.inlineCode(s, path.Base(f[0]), string(data))
+				if a.found != nil {
+					a.found.Reason += " (in the script " + clip(printable(name)) + ")"
+				}
+			}
 			return // another interpreter's script
 		}
 		a.shellScript(s, name, data, args, false)

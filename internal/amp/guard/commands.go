@@ -332,6 +332,8 @@ func (a *analyzer) run(s *shState, argv []string, in input, env map[string]strin
 		a.archiveMove(s, base, args)
 	case "mkfs", "mke2fs", "mkswap", "wipefs", "fdisk", "sfdisk", "parted", "blkdiscard", "mkntfs":
 		a.deny(CodeDestructive, base+" formats or repartitions a disk")
+	case "make", "gmake":
+		a.makeRun(s, base, args, in, env)
 	case "npx", "bunx", "pnpx":
 		if ops := skipOpts(args, "p", []string{"package", "call"}); len(ops) > 0 {
 			a.run(s, ops, in, env)
@@ -657,7 +659,7 @@ func (a *analyzer) blind(s *shState, argv []string, in input) {
 		return
 	}
 	for _, cand := range []string{"git", "rm", "find", "mv", "chmod", "dd", "shred", "truncate", "rsync", "sh", "python", "xargs"} {
-		sub := &analyzer{paths: a.paths, lastFields: a.lastFields, inBlind: true, commands: a.commands}
+		sub := &analyzer{paths: a.paths, lastFields: a.lastFields, inBlind: true, commands: a.commands, startCwd: a.startCwd}
 		sub.run(s.clone(), append([]string{cand}, args...), in, nil)
 		if sub.found != nil {
 			a.deny(CodeBlind, "the command name is built at run time ("+clip(printable(argv[0]))+

@@ -212,6 +212,32 @@ var fsCommands = []fsCase{
 	{"ln -s hl-config c2 && echo x > c2", CodeDestructive, true},
 	{"cd src && echo x > ../hl-config", CodeDestructive, true},
 
+	// make: the recipes of the targets that would run.
+	{"make nuke", CodeDestructive, true},
+	{"gmake nuke", CodeDestructive, true},
+	{"make -k -j4 nuke", CodeDestructive, true},
+	{"make -f Makefile nuke", CodeDestructive, true},
+	{"make reset", CodeGit, true},
+	{"make -n reset", CodeGit, true}, // + lines run under -n
+	{"make deep", CodeDestructive, true},
+	{"make --directory=sub wipe", CodeDestructive, true},
+	{"make -Csub", CodeDestructive, true},
+	{"make -C mk", CodeGit, true},
+	{"make pat", CodeDestructive, true},
+	{"make long", CodeDestructive, true},
+	{"make clean BUILD=.git", CodeDestructive, true},
+	{"TOOL=git make blindcmd", CodeGit, true},
+	{"make blindcmd", CodeBlind, false},
+	{"make -f mk/shell.mk", CodeDestructive, true},
+	{"make -f mk/oneshell.mk", CodeDestructive, true},
+	{"make -f mk/inc.mk", CodeBlind, false},
+	{"sh -c 'make nuke'", CodeDestructive, true},
+	{"printf 'x:\\n\\trm -rf .git\\n' > mk/new.mk && make -f mk/new.mk", CodeBlind, true},
+	{"make -f mk/ok.mk clean OUT=.", CodeDestructive, false},
+	{"make -E 'x: ; rm -rf .git' x", CodeBlind, false},
+	{"cd \"$(cat list.txt)\" && make", CodeBlind, false},
+	{"make -f - <<'EOF'\nx:\n\trm -rf .git\nEOF", CodeDestructive, true},
+
 	// Python, Perl and Node scripts already on disk.
 	{"python3 scripts/evil.py", CodeDestructive, true},
 	{"python3 -u scripts/evil.py", CodeDestructive, true},
@@ -273,6 +299,17 @@ var fsCommands = []fsCase{
 	{"rm -rf .venv && python3 -m venv .venv", "", false},
 	{"python3 scripts/tool.py", "", false},
 	{"python3 scripts/ok.py", "", false},
+	{"make", "", false},
+	{"make all", "", false},
+	{"make clean", "", false},
+	{"make blindok", "", false},
+	{"make -n nuke", "", false},
+	{"make -n deep", "", false},
+	{"make -C sub safe", "", false},
+	{"make -f mk/ok.mk", "", false},
+	{"make -f mk/ok.mk clean", "", false},
+	{"make -C src", "", false},
+	{"make -C mk -n", "", false},
 	{"perl scripts/ok.pl", "", false},
 	{"node js/ok.js", "", false},
 	{"python3 scripts/missing.py", "", false},
@@ -326,6 +363,18 @@ func setupRepoFSAt(t testing.TB, root string) {
 		"package.json": `{"name":"x","scripts":{"build":"echo built","nuke":"rm -rf .git","pretest":"git reset --hard",` +
 			`"test":"echo ok","leak":"cat tests/hidden/a.txt"}}`,
 		"bin/tool": "\x7fELF\x00\x00binary",
+		// Makefiles.
+		"Makefile": "CC := cc\nRM = rm -f\nBUILD = build\nNUKE = rm -rf .git\n.PHONY: all test clean nuke deep reset prereq\n" +
+			"all: build/out.o\n\t@echo built\nbuild/out.o:\n\t@echo compiling $@\ntest:\n\tgo version >/dev/null 2>&1 || true\n" +
+			"clean:\n\t$(RM) -r $(BUILD)\nnuke:\n\t-@$(NUKE)\nreset: prereq\nprereq:\n\t+git reset --hard\n" +
+			"deep:\n\t$(MAKE) -C sub wipe\npat: hooks.gen\n%.gen:\n\trm -rf .git/$*\n" +
+			"blindcmd:\n\t$(TOOL) reset --hard\nblindok:\n\t$(TOOL) --version\nlong: \\\n  nuke\n",
+		"sub/Makefile":   "wipe:\n\trm -rf ../.git/objects\nsafe:\n\techo ok\n",
+		"mk/Makefile":    "default:\n\tcd .. && git reset --hard\n",
+		"mk/inc.mk":      "include other.mk\nall:\n\techo hi\n",
+		"mk/shell.mk":    "X := $(shell rm -rf .git/refs)\nall:\n\t@echo $(X)\n",
+		"mk/oneshell.mk": ".ONESHELL:\nall:\n\tcd .git\n\trm -rf hooks\n",
+		"mk/ok.mk":       "OUT = build\nall: $(OUT)/a\n$(OUT)/a:\n\tmkdir -p $(OUT) && touch $@\nclean:\n\trm -rf $(OUT)\n",
 		// Other interpreters' scripts (Node's outside scripts/, whose
 		// package.json is a FIFO that node would block on).
 		"scripts/evil.py":  "import shutil\nshutil.rmtree('.git')\n",

@@ -390,6 +390,7 @@ func checkCommand(ps paths, raw, cwd string) (d Decision) {
 	s := newState(a, "")
 	if filepath.IsAbs(cwd) {
 		s.cwd = filepath.Clean(cwd)
+		a.startCwd = s.cwd
 	}
 	a.script(s, raw)
 	if a.found != nil {

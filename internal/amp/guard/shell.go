@@ -36,6 +36,9 @@ type analyzer struct {
 	// procs are the process substitutions of the command being checked,
 	// by the /dev/fd path they expand to.
 	procs map[string]input
+	// startCwd is the working directory the check started in ("" when
+	// the caller gave none).
+	startCwd string
 	// inBlind is set while a blind command is tried as each command it
 	// could be (no second level of guessing).
 	inBlind bool

@@ -197,7 +197,7 @@ func (a *analyzer) run(s *shState, argv []string, in input, env map[string]strin
 		}
 		return
 	}
-	defer a.mention(base, args)
+	defer a.mention(s, base, args)
 	// Reads of answer files, by any command that takes paths.
 	if !textCommands[base] && base != "git" {
 		skip := -1

@@ -3,6 +3,7 @@
 package guard
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"os"
@@ -238,6 +239,28 @@ var fsCommands = []fsCase{
 	{"cd \"$(cat list.txt)\" && make", CodeBlind, false},
 	{"make -f - <<'EOF'\nx:\n\trm -rf .git\nEOF", CodeDestructive, true},
 
+	// The narrowed "named by an earlier writer" rule still denies these.
+	{"touch x.sh && echo 'rm -rf .git' >> x.sh && bash x.sh", CodeBlind, true},
+	{"touch scripts/evil.sh && bash scripts/evil.sh", CodeDestructive, true},
+	{"sed -n 'w scripts/ok.sh' scripts/evil.sh; bash scripts/ok.sh", CodeBlind, true},
+	{"cp scripts/evil.sh scripts/ok.sh && bash scripts/ok.sh", CodeBlind, true},
+	{"mkdir d && cp scripts/evil.sh d && bash d/evil.sh", CodeBlind, true},
+	{"mkdir d && cp -t d scripts/evil.sh && sh d/evil.sh", CodeBlind, true},
+	{"mkdir d && mv scripts/evil.sh d/ && bash d/evil.sh", CodeBlind, true},
+	{"python3 scripts/mk.py && bash scripts/ok.sh", CodeBlind, true},
+	{"python3 scripts/mk.py scripts/ok.sh && bash scripts/ok.sh", CodeBlind, true},
+	{"dos2unix scripts/ok.sh && bash scripts/ok.sh", CodeBlind, false},
+	// Files written without being named: extractors, git, copied trees.
+	{"tar xf kit.tar && bash run.sh", CodeBlind, true},
+	{"mkdir d && tar -xf kit.tar -C d && sh d/run.sh", CodeBlind, true},
+	{"mkdir d && cp -r scripts d && bash d/scripts/evil.sh", CodeBlind, true},
+	{"mkdir d && mv scripts d/ && bash d/scripts/evil.sh", CodeBlind, true},
+	{"unzip -o /tmp/x.zip && make", CodeBlind, false},
+	{"git checkout -q feature && bash scripts/ok.sh", CodeBlind, false},
+	{"git apply /tmp/p.diff && bash scripts/ok.sh", CodeBlind, false},
+	{"git pull && make -f mk/ok.mk", CodeBlind, false},
+	{"git stash pop && ./scripts/ok.sh", CodeBlind, false},
+
 	// Python, Perl and Node scripts already on disk.
 	{"python3 scripts/evil.py", CodeDestructive, true},
 	{"python3 -u scripts/evil.py", CodeDestructive, true},
@@ -299,6 +322,17 @@ var fsCommands = []fsCase{
 	{"rm -rf .venv && python3 -m venv .venv", "", false},
 	{"python3 scripts/tool.py", "", false},
 	{"python3 scripts/ok.py", "", false},
+	{"touch scripts/ok.sh && bash scripts/ok.sh", "", false},
+	{"tar tf kit.tar && bash scripts/ok.sh", "", false},
+	{"git stash list && bash scripts/ok.sh", "", false},
+	{"git status && make -f mk/ok.mk", "", false},
+	{"sed -n 1p scripts/ok.sh && bash scripts/ok.sh", "", false},
+	{"cp scripts/ok.sh /tmp/ok.sh.bak && bash scripts/ok.sh", "", false},
+	{"cp scripts/ok.py scripts/ok2.py && python3 scripts/ok.py", "", false},
+	{"python3 scripts/ok.py && python3 scripts/ok.py", "", false},
+	{"node js/ok.js; node js/ok.js", "", false},
+	{"perl scripts/ok.pl && perl scripts/ok.pl", "", false},
+	{"make -f mk/ok.mk && make -f mk/ok.mk", "", false},
 	{"make", "", false},
 	{"make all", "", false},
 	{"make clean", "", false},
@@ -387,6 +421,7 @@ func setupRepoFSAt(t testing.TB, root string) {
 		"scripts/ok.py":    "import json\nprint(json.dumps({'a': 1}))\n",
 		"scripts/ok.pl":    "print \"hi\\n\";\n",
 		"js/ok.js":         "console.log([1, 2].map(x => x * 2))\n",
+		"scripts/mk.py":    "open('scripts/ok.sh', 'w').write('rm -rf .git\\n')\n",
 		"scripts/big.py":   strings.Repeat("print('ok')\n", maxScriptFile/12+16),
 	}
 	for name, body := range files {
@@ -408,6 +443,18 @@ func setupRepoFSAt(t testing.TB, root string) {
 		if err := syscall.Mkfifo(filepath.Join(repo, fifo), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// An archive whose run.sh deletes .git.
+	var kit bytes.Buffer
+	tw := tar.NewWriter(&kit)
+	body := "rm -rf .git\n"
+	tw.WriteHeader(&tar.Header{Name: "run.sh", Mode: 0o755, Size: int64(len(body))})
+	tw.Write([]byte(body))
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repo, "kit.tar"), kit.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	// Hard links made by an earlier tool call: two into .git, one not.
 	for link, target := range map[string]string{"hl-config": ".git/config", "hl-hook": ".git/hooks/pre-commit",

@@ -22,10 +22,13 @@ type fsView struct {
 	// mentions are the arguments of earlier commands that may write files
 	// (a script file named there may have been made by them).
 	mentions []string
+	// trees maps directories under which an earlier command writes files
+	// it does not name (tar x, git checkout, cp -r) to that command.
+	trees map[string]string
 }
 
 func newFSView() *fsView {
-	return &fsView{links: map[string]string{}, written: map[string]bool{}}
+	return &fsView{links: map[string]string{}, written: map[string]bool{}, trees: map[string]string{}}
 }
 
 // readlink returns the target of the link at abs: one the script made,
@@ -134,6 +137,32 @@ func (v *fsView) viaUnknownLink(cwd, p string) string {
 	for l, t := range v.links {
 		if isUnknown(t) && within(abs, l) {
 			return l
+		}
+	}
+	return ""
+}
+
+// tree records a directory under which the command writes files it does
+// not name; "" (a directory the guard cannot know) stands for /.
+func (v *fsView) tree(dir, by string) {
+	if v == nil {
+		return
+	}
+	if dir == "" || isUnknown(dir) {
+		dir = "/"
+	}
+	v.trees[dir] = by
+}
+
+// inTree returns the command that writes unnamed files under a directory
+// holding abs or r, or "".
+func (v *fsView) inTree(abs, r string) string {
+	if v == nil {
+		return ""
+	}
+	for t, by := range v.trees {
+		if within(abs, t) || within(r, t) {
+			return by
 		}
 	}
 	return ""

@@ -179,7 +179,34 @@ func (a *analyzer) interpreterFile(s *shState, lang, p string) {
 	a.inlineCode(s, lang, string(data))
 	if a.found != nil {
 		a.found.Reason += " (in the script " + clip(printable(p)) + ")"
+		return
 	}
+	if !mayWrite(string(data)) {
+		a.quietRun = true
+		return
+	}
+	// the files the script names may be ones it writes
+	for _, l := range literals(string(data)) {
+		if !l.dynamic {
+			a.fs.mentions = append(a.fs.mentions, l.val)
+		}
+	}
+}
+
+// mayWrite reports whether interpreter code has a call that writes,
+// deletes or moves files or runs a command.
+func mayWrite(code string) bool {
+	for _, list := range [][]string{shellCalls, treeCalls, fileCalls} {
+		for _, c := range list {
+			if strings.Contains(code, c) {
+				return true
+			}
+		}
+	}
+	extraShell, extraFile := moduleAliases(code)
+	return len(extraShell) > 0 || len(extraFile) > 0 || strings.Contains(code, "import") && (strings.Contains(code, "pathlib") ||
+		strings.Contains(code, "shutil") || strings.Contains(code, "tempfile")) || strings.Contains(code, "require(") ||
+		strings.Contains(code, "__file__") || strings.Contains(code, "$0") || strings.Contains(code, "print(") && strings.Contains(code, "file=")
 }
 
 func stdinCode(in input) string {

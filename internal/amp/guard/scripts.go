@@ -32,6 +32,153 @@ var readOnlyCommands = map[string]bool{
 	"bat": true, "nl": true, "od": true, "hexdump": true, "xxd": true, "du": true, "tree": true, "env": true,
 }
 
+// preciseWriters record every file they write themselves (writeTo), or
+// write none (touch leaves a file's content alone, make's recipes are
+// checked command by command): their other arguments are not mentions.
+var preciseWriters = map[string]bool{"touch": true, "sed": true, "make": true, "gmake": true, "mkdir": true}
+
+// recordCopies records the files cp, mv or install write when they copy
+// files (not trees): the destination and, should it be a directory, each
+// source's name inside it. It reports false when it cannot name them.
+func (a *analyzer) recordCopies(s *shState, base string, args []string) bool {
+	opts, ops := cpSpec.scan(args)
+	dest := ""
+	if t, ok := opts["-t"]; ok {
+		dest = t
+	} else if t, ok := opts["--target-directory"]; ok {
+		dest = t
+	} else if len(ops) > 1 {
+		dest, ops = ops[len(ops)-1], ops[:len(ops)-1]
+	}
+	if dest == "" || isUnknown(dest) || len(ops) == 0 {
+		return false
+	}
+	if base == "mv" || has(opts, "-r", "-R", "--recursive", "-a", "--archive") {
+		// a tree copied or moved: its files are not named here
+		d, _ := resolve(s.cwd, dest)
+		if !isUnknown(dest) && s.cwd == "" && !strings.HasPrefix(dest, "/") {
+			d = ""
+		}
+		a.fs.tree(d, base+" "+clip(printable(strings.Join(args, " "))))
+		if base != "mv" {
+			return false
+		}
+	}
+	for _, src := range ops {
+		if isUnknown(src) {
+			return false
+		}
+	}
+	a.recordWrite(s, dest)
+	for _, src := range ops {
+		a.recordWrite(s, path.Join(dest, path.Base(src)))
+	}
+	return true
+}
+
+// gitUnnamed are git subcommands that write files of the work tree
+// without naming them (a branch's tree, a patch, a merge).
+var gitUnnamed = map[string]bool{
+	"checkout": true, "restore": true, "reset": true, "stash": true, "merge": true, "pull": true, "apply": true,
+	"am": true, "cherry-pick": true, "revert": true, "switch": true, "rebase": true, "clone": true, "worktree": true,
+	"read-tree": true, "checkout-index": true,
+}
+
+// unnamedWrites returns the directory under which an extractor (tar x,
+// unzip, 7z x, patch, cpio -i) or git writes files it does not name.
+func (a *analyzer) unnamedWrites(s *shState, base string, args []string) (string, bool) {
+	at := func(d string) string {
+		if d == "" {
+			return s.cwd
+		}
+		if isUnknown(d) || (s.cwd == "" && !strings.HasPrefix(d, "/")) {
+			return ""
+		}
+		abs, _ := resolve(s.cwd, d)
+		return abs
+	}
+	value := func(short, long string) string {
+		for i, x := range args {
+			switch {
+			case x == short || x == long:
+				if i+1 < len(args) {
+					return args[i+1]
+				}
+			case strings.HasPrefix(x, long+"="):
+				return strings.TrimPrefix(x, long+"=")
+			case short != "" && strings.HasPrefix(x, short) && len(x) > len(short) && !strings.HasPrefix(x, "--"):
+				return x[len(short):]
+			}
+		}
+		return ""
+	}
+	switch base {
+	case "tar", "bsdtar", "gtar":
+		extract := false
+		for i, x := range args {
+			if x == "--extract" || x == "--get" || (i == 0 && !strings.HasPrefix(x, "-") && strings.Contains(x, "x")) ||
+				(len(x) > 1 && x[0] == '-' && x[1] != '-' && strings.Contains(x, "x")) {
+				extract = true
+			}
+		}
+		if extract {
+			return at(value("-C", "--directory")), true
+		}
+	case "unzip":
+		for _, x := range args {
+			if x == "-l" || x == "-t" || x == "-p" || x == "-Z" || x == "-v" {
+				return "", false
+			}
+		}
+		return at(value("-d", "--exdir")), true
+	case "7z", "7za", "7zr":
+		if len(args) > 0 && (args[0] == "x" || args[0] == "e") {
+			return at(value("-o", "")), true
+		}
+	case "patch", "cpio":
+		if base == "cpio" {
+			ok := false
+			for _, x := range args {
+				if x == "--extract" || (len(x) > 1 && x[0] == '-' && x[1] != '-' && strings.Contains(x, "i")) {
+					ok = true
+				}
+			}
+			if !ok {
+				return "", false
+			}
+		}
+		return at(value("-d", "--directory")), true
+	case "git":
+		sub, dir := "", ""
+		for i := 0; i < len(args); i++ {
+			x := args[i]
+			if (x == "-C" || x == "-c") && i+1 < len(args) {
+				if x == "-C" {
+					dir = path.Join(dir, args[i+1])
+				}
+				i++
+				continue
+			}
+			if !strings.HasPrefix(x, "-") {
+				sub = x
+				break
+			}
+		}
+		if !gitUnnamed[sub] {
+			return "", false
+		}
+		if (sub == "stash" || sub == "worktree") && len(args) > 1 && (args[len(args)-1] == "list" || contains(args, "list") || contains(args, "show")) {
+			return "", false
+		}
+		root := at(dir)
+		if root != "" {
+			root = repoRoot(root)
+		}
+		return root, true
+	}
+	return "", false
+}
+
 // gitWritesFiles are git subcommands that write files of the work tree.
 var gitWritesFiles = map[string]bool{
 	"checkout": true, "restore": true, "reset": true, "stash": true, "merge": true, "pull": true, "apply": true,
@@ -41,9 +188,18 @@ var gitWritesFiles = map[string]bool{
 
 // mention records the arguments of a command that may write the files it
 // names (a script run later by the same command may be one of them).
-func (a *analyzer) mention(base string, args []string) {
-	if a.fs == nil || textCommands[base] || searchCommands[base] || readOnlyCommands[base] || shellNames[base] {
+func (a *analyzer) mention(s *shState, base string, args []string) {
+	quiet := a.quietRun
+	a.quietRun = false
+	if a.fs == nil || textCommands[base] || searchCommands[base] || readOnlyCommands[base] || shellNames[base] ||
+		preciseWriters[base] || quiet {
 		return
+	}
+	if (base == "cp" || base == "mv" || base == "install") && a.recordCopies(s, base, args) {
+		return // the files written are recorded by name
+	}
+	if dir, ok := a.unnamedWrites(s, base, args); ok {
+		a.fs.tree(dir, base+" "+clip(printable(strings.Join(args, " "))))
 	}
 	if base == "git" {
 		writes := false
@@ -212,6 +368,11 @@ func (a *analyzer) madeHere(s *shState, p, how string, strict bool) (string, boo
 	if a.fs.written[abs] || a.fs.written[r] {
 		a.deny(CodeBlind, how+" runs "+clip(p)+", which this same command writes first: the guard cannot read "+
 			"a script before it exists (write it in one call and run it in the next)")
+		return "", false
+	}
+	if by := a.fs.inTree(abs, r); by != "" {
+		a.deny(CodeBlind, how+" runs "+clip(p)+", under a directory where an earlier command of the same call writes "+
+			"files it does not name ("+by+"): the guard cannot read it before it runs (run it in a separate call)")
 		return "", false
 	}
 	name := path.Base(abs)

@@ -36,6 +36,10 @@ type analyzer struct {
 	// procs are the process substitutions of the command being checked,
 	// by the /dev/fd path they expand to.
 	procs map[string]input
+	// quietRun is set when the command being checked is an interpreter
+	// running a script file whose code neither writes files nor runs
+	// commands: its arguments are not mentions of files it may write.
+	quietRun bool
 	// startCwd is the working directory the check started in ("" when
 	// the caller gave none).
 	startCwd string

@@ -47,3 +47,19 @@ func TestHardLinkWalkCutShort(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkHardLinkWrite measures a Write tool call onto a file with two
+// links outside .git: the walk of .git a fresh hook process makes.
+func BenchmarkHardLinkWrite(b *testing.B) {
+	root := b.TempDir()
+	setupRepoFSAt(b, root)
+	repo := filepath.Join(root, "repo")
+	req := Request{Mode: ModeDev, Tool: "Write", Input: map[string]any{"file_path": "hl-src"},
+		Cwd: repo, ProjectDir: repo, Home: filepath.Join(root, "home")}
+	for b.Loop() {
+		gitWalks.Clear() // each hook call is a new process
+		if d := Check(req); d.Deny {
+			b.Fatal(d.Reason)
+		}
+	}
+}

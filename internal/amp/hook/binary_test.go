@@ -468,13 +468,17 @@ func TestHookGuardOnDisk(t *testing.T) {
 	s := newSession(t)
 	repo := t.TempDir()
 	for name, body := range map[string]string{".git/HEAD": "ref: refs/heads/main\n", "scripts/evil.sh": "#!/bin/sh\nrm -rf .git\n",
-		"scripts/ok.sh": "#!/bin/sh\necho ok\n"} {
+		"scripts/ok.sh": "#!/bin/sh\necho ok\n", "Makefile": "all:\n\techo ok\nnuke:\n\trm -rf .git\n",
+		"scripts/evil.py": "import shutil\nshutil.rmtree('.git')\n"} {
 		os.MkdirAll(filepath.Join(repo, filepath.Dir(name)), 0o755)
 		if err := os.WriteFile(filepath.Join(repo, name), []byte(body), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := os.Symlink(".git", filepath.Join(repo, "gl")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(filepath.Join(repo, ".git", "HEAD"), filepath.Join(repo, "hl")); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -490,6 +494,11 @@ func TestHookGuardOnDisk(t *testing.T) {
 		{"bash scripts/ok.sh", true, ""},
 		{"bash scripts/ok.sh", false, ""},
 		{"rm gl", false, ""},
+		{"make nuke", true, "the recipe of nuke"},
+		{"make", false, ""},
+		{"python3 scripts/evil.py", false, "in the script scripts/evil.py"},
+		{"echo x > hl", true, "hard link"},
+		{"rm hl", true, ""},
 	}
 	for _, tt := range tests {
 		cwd := ""

@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"path"
 	"strings"
 )
 
@@ -136,8 +137,25 @@ func (a *analyzer) interpreter(s *shState, base string, args []string, in input)
 					code = append(code, stdinCode(in))
 					codeSeen = true
 				}
-			case x == "-m" && strings.HasPrefix(lang, "py"):
-				return // python -m module
+			case strings.HasPrefix(x, "-m") && strings.HasPrefix(lang, "py"):
+				mod := strings.TrimPrefix(x, "-m")
+				if mod == "" && i+1 < len(args) {
+					mod = args[i+1]
+				}
+				a.pythonModule(s, base, mod)
+				return
+			case valueOpts[family(lang)][x]:
+				// an option taking a value; node -r/--import run theirs
+				if i+1 < len(args) {
+					i++
+					if v := args[i]; (lang == "node" || lang == "nodejs") && x != "-C" && x != "--conditions" &&
+						(strings.HasPrefix(v, ".") || strings.HasPrefix(v, "/")) {
+						a.interpreterFile(s, base, v)
+						if a.found != nil {
+							return
+						}
+					}
+				}
 			case !strings.HasPrefix(x, "-") && !codeSeen:
 				// A script file: its code gets the same checks as
 				// inline code.
@@ -159,6 +177,48 @@ func (a *analyzer) interpreter(s *shState, base string, args []string, in input)
 	for _, c := range code {
 		a.inlineCode(s, base, c)
 		if a.found != nil {
+			return
+		}
+	}
+}
+
+// valueOpts are interpreter options whose value is the next argument
+// (not the script).
+var valueOpts = map[string]map[string]bool{
+	"python": {"-W": true, "-X": true, "-Q": true},
+	"pypy":   {"-W": true, "-X": true},
+	"node": {"-r": true, "--require": true, "--import": true, "--loader": true, "--experimental-loader": true,
+		"-C": true, "--conditions": true},
+	"ruby": {"-I": true, "-r": true},
+}
+
+// family is an interpreter's name without version or suffix (python3.12
+// → python, nodejs → node).
+func family(lang string) string {
+	f := strings.TrimRight(lang, "0123456789.")
+	if f == "nodejs" {
+		return "node"
+	}
+	return f
+}
+
+// pythonModule checks python -m MODULE when the module is a file of the
+// working directory (python puts it first on sys.path).
+func (a *analyzer) pythonModule(s *shState, lang, mod string) {
+	if mod == "" {
+		return
+	}
+	if isUnknown(mod) {
+		a.deny(CodeBlind, lang+" -m runs a module whose name the guard cannot know ("+clip(printable(mod))+")")
+		return
+	}
+	if s.cwd == "" {
+		return
+	}
+	rel := strings.ReplaceAll(mod, ".", "/")
+	for _, p := range []string{rel + ".py", rel + "/__main__.py"} {
+		if fileExists(path.Join(s.cwd, p)) || a.fs.written[path.Join(s.cwd, p)] {
+			a.interpreterFile(s, lang, p)
 			return
 		}
 	}

@@ -39,6 +39,7 @@ type makefile struct {
 	vars      map[string]mkVar
 	overrides map[string]string // VAR=value on make's command line
 	env       func(string) (string, bool)
+	envWins   bool // make -e: the environment overrides the makefile
 	rules     []*mkRule
 	first     string // the default goal
 	oneShell  bool
@@ -70,10 +71,39 @@ func (a *analyzer) makeRun(s *shState, name string, args []string, in input, env
 		a.deny(CodeBlind, "make runs make too deeply to check")
 		return
 	}
+	lookup := func(k string) (string, bool) {
+		if v, ok := env[k]; ok {
+			return v, true
+		}
+		if v, ok := s.vars[k]; ok && v.IsSet() {
+			return v.String(), true
+		}
+		return "", false
+	}
+	if v, ok := lookup("MAKEFILES"); ok && strings.TrimSpace(v) != "" {
+		a.deny(CodeBlind, name+" reads the makefiles named in MAKEFILES ("+clip(printable(v))+"), which the guard does not follow")
+		return
+	}
+	// flags and variables given in the environment count as arguments
+	for _, k := range []string{"MFLAGS", "GNUMAKEFLAGS", "MAKEFLAGS"} {
+		v, ok := lookup(k)
+		if !ok {
+			continue
+		}
+		if isUnknown(v) {
+			a.deny(CodeBlind, name+" takes flags and variables from "+k+", which the guard cannot know")
+			return
+		}
+		w := strings.Fields(v)
+		if len(w) > 0 && !strings.HasPrefix(w[0], "-") && !strings.Contains(w[0], "=") {
+			w[0] = "-" + w[0]
+		}
+		args = append(w, args...)
+	}
 	dir := s.cwd
 	var files, goals []string
 	overrides := map[string]string{}
-	dry := false
+	dry, envWins := false, false
 	setDir := func(d string) {
 		if isUnknown(d) {
 			dir = ""
@@ -118,6 +148,8 @@ func (a *analyzer) makeRun(s *shState, name string, args []string, in input, env
 			return
 		case x == "--just-print" || x == "--dry-run" || x == "--recon" || x == "--question" || x == "--touch":
 			dry = true
+		case x == "--environment-overrides":
+			envWins = true
 		case x == "--include-dir" || x == "--old-file" || x == "--assume-old" || x == "--new-file" ||
 			x == "--assume-new" || x == "--what-if" || x == "--jobs" || x == "--load-average":
 			if x == "--jobs" || x == "--load-average" {
@@ -151,6 +183,9 @@ func (a *analyzer) makeRun(s *shState, name string, args []string, in input, env
 					return
 				case 'n', 'q', 't':
 					dry = true
+					continue
+				case 'e':
+					envWins = true
 					continue
 				case 'j', 'l', 'O':
 					if rest == "" && i+1 < len(args) && strings.Trim(args[i+1], "0123456789.") == "" {
@@ -188,16 +223,8 @@ func (a *analyzer) makeRun(s *shState, name string, args []string, in input, env
 			return // no makefile: make only knows built-in rules
 		}
 	}
-	m := &makefile{dir: dir, vars: map[string]mkVar{}, overrides: overrides, seenShell: map[string]bool{}}
-	m.env = func(k string) (string, bool) {
-		if v, ok := env[k]; ok {
-			return v, true
-		}
-		if v, ok := s.vars[k]; ok && v.IsSet() {
-			return v.String(), true
-		}
-		return "", false
-	}
+	m := &makefile{dir: dir, vars: map[string]mkVar{}, overrides: overrides, seenShell: map[string]bool{}, env: lookup,
+		envWins: envWins}
 	m.vars["CURDIR"] = mkVar{val: dir, known: true}
 	m.vars["MAKE"] = mkVar{val: name, known: true}
 	if dry {
@@ -637,6 +664,11 @@ func (m *makefile) get(name string, auto map[string]string, depth int) string {
 	}
 	if v, ok := m.overrides[name]; ok {
 		return v
+	}
+	if m.envWins && name != "SHELL" {
+		if v, ok := m.env(name); ok {
+			return v
+		}
 	}
 	if v, ok := m.vars[name]; ok {
 		if !v.known {

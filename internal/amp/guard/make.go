@@ -496,10 +496,7 @@ func (m *makefile) rule(line string, inCond bool) []*mkRule {
 		return nil
 	}
 	targetsText := line[:j]
-	rest := line[j+1:]
-	if strings.HasPrefix(rest, ":") {
-		rest = rest[1:]
-	}
+	rest := strings.TrimPrefix(line[j+1:], ":") // a double-colon rule
 	inline, hasInline := "", false
 	if k := findOutside(rest, ";"); k >= 0 {
 		inline, hasInline = strings.TrimLeft(rest[k+1:], " \t"), true
@@ -519,7 +516,7 @@ func (m *makefile) rule(line string, inCond bool) []*mkRule {
 		}
 		return nil
 	}
-	if k := findOutside(rest, ":"); k >= 0 {
+	if findOutside(rest, ":") >= 0 {
 		rest = "" // a static pattern rule: its prerequisites depend on the stem
 	}
 	r := &mkRule{}

@@ -516,19 +516,49 @@ func (m *makefile) rule(line string, inCond bool) []*mkRule {
 		}
 		return nil
 	}
-	if findOutside(rest, ":") >= 0 {
-		rest = "" // a static pattern rule: its prerequisites depend on the stem
+	prereqs := func(text string) []string {
+		var out []string
+		for _, p := range strings.Fields(m.expand(text, nil, 0)) {
+			if strings.Contains(p, "$") {
+				p = unknown // .SECONDEXPANSION expands it again
+			}
+			if p != "|" {
+				out = append(out, p)
+			}
+		}
+		return out
 	}
-	r := &mkRule{}
-	for _, t := range strings.Fields(m.expand(targetsText, nil, 0)) {
-		r.targets = append(r.targets, t)
+	targets := strings.Fields(m.expand(targetsText, nil, 0))
+	if k := findOutside(rest, ":"); k >= 0 {
+		// a static pattern rule (objs: %.o: %.c): one rule per target,
+		// its prerequisites made from the target's stem
+		tpat := strings.TrimSpace(m.expand(rest[:k], nil, 0))
+		ppats := prereqs(rest[k+1:])
+		var rules []*mkRule
+		for _, t := range targets {
+			r := &mkRule{targets: []string{t}}
+			stem, ok := matchStem(tpat, t)
+			for _, p := range ppats {
+				if !ok {
+					p = unknown
+				}
+				r.prereqs = append(r.prereqs, strings.Replace(p, "%", stem, 1))
+			}
+			if hasInline {
+				r.recipe = append(r.recipe, inline)
+			}
+			if m.first == "" && !inCond && (!strings.HasPrefix(t, ".") || strings.Contains(t, "/")) {
+				m.first = t
+			}
+			m.rules = append(m.rules, r)
+			rules = append(rules, r)
+		}
+		return rules
+	}
+	r := &mkRule{targets: targets, prereqs: prereqs(rest)}
+	for _, t := range r.targets {
 		if strings.Contains(t, "%") {
 			r.pattern = true
-		}
-	}
-	for _, p := range strings.Fields(m.expand(rest, nil, 0)) {
-		if p != "|" {
-			r.prereqs = append(r.prereqs, p)
 		}
 	}
 	if hasInline {
@@ -695,8 +725,8 @@ type mkRecipe struct {
 // toRun returns the recipes of the goals and the targets they reach.
 func (m *makefile) toRun(goals []string) []mkRecipe {
 	if len(goals) == 0 {
-		if g := strings.Fields(m.get(".DEFAULT_GOAL", nil, 0)); len(g) > 0 && !isUnknown(g[0]) {
-			goals = g
+		if _, set := m.vars[".DEFAULT_GOAL"]; set {
+			goals = strings.Fields(m.get(".DEFAULT_GOAL", nil, 0))
 		} else if m.first != "" {
 			goals = []string{m.first}
 		}

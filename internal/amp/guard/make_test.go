@@ -38,6 +38,9 @@ func TestMakeRecipes(t *testing.T) {
 		{"define is unknown", "define R\nrm -rf .git\nendef\na:\n\t$(R)\n", nil, []string{"?"}},
 		{"goals given", "a:\n\techo a\nb:\n\techo b\n", []string{"b"}, []string{"echo b"}},
 		{"unknown prerequisite: every recipe", "a: $(shell ls)\n\techo a\nz:\n\techo z\n", nil, []string{"echo a", "echo z"}},
+		{"static pattern rules", "all: a.o b.o\na.o b.o: %.o: %.c\n\tcc $<\n%.c:\n\tgen $@\n", nil, []string{"cc a.c", "cc b.c", "gen a.c", "gen b.c"}},
+		{"second expansion: every recipe", ".SECONDEXPANSION:\nall: $$(T)\n\techo all\nT = x\nx:\n\techo x\n", nil, []string{"echo all", "echo x"}},
+		{"unknown .DEFAULT_GOAL: every recipe", ".DEFAULT_GOAL = $(G)\na:\n\techo a\nb:\n\techo b\n", nil, []string{"echo a", "echo b"}},
 		{"target-specific variable", "a: R = rm -rf\na:\n\t$(R) x\n", nil, []string{"? x"}},
 	}
 	for _, tt := range tests {

@@ -863,6 +863,23 @@ func (a *analyzer) copyLike(s *shState, name string, args []string) {
 	if dest != "" && a.writeTo(s, dest, name) {
 		return
 	}
+	if name == "cp" && dest != "" && !isUnknown(dest) {
+		// into a directory: each copy lands on dest/NAME, and may write
+		// through a hard link there
+		if r, ok := a.fs.real(s.cwd, dest, true); ok {
+			if fi, err := os.Stat(r); err == nil && fi.IsDir() {
+				for _, src := range ops {
+					if isUnknown(src) {
+						continue
+					}
+					if why := a.hardLinkIntoGit(path.Join(r, path.Base(src))); why != "" {
+						a.deny(CodeDestructive, "cp onto "+printable(path.Join(dest, path.Base(src)))+" is blocked: "+why)
+						return
+					}
+				}
+			}
+		}
+	}
 	if name == "ln" || name == "link" {
 		a.recordLinks(s, opts, ops, dest)
 	}

@@ -212,6 +212,10 @@ var fsCommands = []fsCase{
 	{"cat a.txt >| hl-hook", CodeDestructive, true},
 	{"ln -s hl-config c2 && echo x > c2", CodeDestructive, true},
 	{"cd src && echo x > ../hl-config", CodeDestructive, true},
+	{"cp conf/config hd/", CodeDestructive, true},
+	{"cp -t hd conf/config", CodeDestructive, true},
+	{"python3 -c \"open('hl-config', 'w').write('x')\"", CodeDestructive, true},
+	{"node -e \"require('fs').writeFileSync('hl-hook', 'exit 0')\"", CodeDestructive, true},
 
 	// make: the recipes of the targets that would run.
 	{"make nuke", CodeDestructive, true},
@@ -296,6 +300,8 @@ var fsCommands = []fsCase{
 	{"cat hl-config", "", false},
 	{"echo x > hl-src", "", false},
 	{"cp a.txt hl-src", "", false},
+	{"cp conf/config src/", "", false},
+	{"cp a.txt hd/", "", false},
 	{"grep -rn SECRET src", "", false},
 	{"grep SECRET tests/unit.txt", "", false},
 	{"grep -r 'rm -rf' docs", "", false},
@@ -419,6 +425,8 @@ func setupRepoFSAt(t testing.TB, root string) {
 			"deep:\n\t$(MAKE) -C sub wipe\npat: hooks.gen\n%.gen:\n\trm -rf .git/$*\n" +
 			"blindcmd:\n\t$(TOOL) reset --hard\nblindok:\n\t$(TOOL) --version\nlong: \\\n  nuke\n",
 		"sub/Makefile":   "wipe:\n\trm -rf ../.git/objects\nsafe:\n\techo ok\n",
+		"conf/config":    "[core]\n\tbare = true\n",
+		"hd/README":      "a directory holding a hard link into .git\n",
 		"mk/Makefile":    "default:\n\tcd .. && git reset --hard\n",
 		"mk/inc.mk":      "include other.mk\nall:\n\techo hi\n",
 		"mk/shell.mk":    "X := $(shell rm -rf .git/refs)\nall:\n\t@echo $(X)\n",
@@ -473,7 +481,7 @@ func setupRepoFSAt(t testing.TB, root string) {
 	}
 	// Hard links made by an earlier tool call: two into .git, one not.
 	for link, target := range map[string]string{"hl-config": ".git/config", "hl-hook": ".git/hooks/pre-commit",
-		"hl-src": "src/x.go"} {
+		"hl-src": "src/x.go", "hd/config": ".git/config"} {
 		if err := os.Link(filepath.Join(repo, target), filepath.Join(repo, link)); err != nil {
 			t.Fatal(err)
 		}

@@ -343,6 +343,15 @@ func (a *analyzer) inlineCode(s *shState, lang, code string) {
 				a.deny(CodeDestructive, lang+" writes or deletes "+l.val+" inside .git (the repository's history)")
 				return
 			}
+			if l.dynamic || isUnknown(l.val) || l.val == "" {
+				continue
+			}
+			if r, ok := a.fs.real(s.cwd, l.val, true); ok {
+				if why := a.hardLinkIntoGit(r); why != "" {
+					a.deny(CodeDestructive, lang+" writes "+l.val+": "+why)
+					return
+				}
+			}
 		}
 	}
 }

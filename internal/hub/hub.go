@@ -346,7 +346,8 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	h.conns.register(met.Registry())
 	registerBudget(met.Registry(), relay.Config().Memory)
 	h.Mux.Handle("GET /metrics", met.Handler())
-	dash, err := dashboard.New(relay, dashboard.Options{Dev: opt.Dev, AdminToken: h.AdminToken, Routes: h.Mux,
+	flow, _ := st.(dashboard.FlowStore) // both stores: the charts read the stored flow
+	dash, err := dashboard.New(relay, dashboard.Options{Dev: opt.Dev, AdminToken: h.AdminToken, Routes: h.Mux, Flow: flow,
 		Conversations: dashboard.Conversations{
 			List: func(ctx context.Context, p core.Principal, agent string, limit int) (any, error) {
 				return mampSrv.Conversations(ctx, p, agent, limit)

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/switchboard-hub/switchboard/internal/core"
@@ -65,9 +66,22 @@ func (d *Dashboard) statsAPI(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	httperr.JSON(w, http.StatusOK, map[string]any{"window": window.String(), "bucket_s": q.Width.Seconds(),
+	httperr.JSON(w, http.StatusOK, map[string]any{"window": shortDuration(window), "bucket_s": q.Width.Seconds(),
 		"since": q.Since, "until": q.Until(), "now": now, "buckets": buckets,
 		"note": "from the stored messages, the same on every hub of this store; delivered and dead letters are kept " +
-			d.relay.Config().Retention.String() + " after they end"})
+			shortDuration(d.relay.Config().Retention) + " after they end"})
 	return nil
+}
+
+// shortDuration is d as time.Duration writes it without zero minutes and
+// seconds at its end: 15m, 24h, 1h30m.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

@@ -1,7 +1,8 @@
 // Package dashboard serves the hub's operator web dashboard at /dashboard/:
 // agents with their status, cards and last seen time; the live message flow
 // with filters; conversations with multimodal parts rendered; receipts;
-// dead letters with replay; and AMP sessions with their pressure over time.
+// dead letters with replay; charts of the message flow read from the
+// store (FlowStore); and AMP sessions with their pressure over time.
 //
 // The page is plain HTML, CSS and JavaScript embedded in the binary (no
 // CDN, no build step). Its data comes from /dashboard/api/*, which either

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -58,8 +59,13 @@ type Hub struct {
 // Start starts `bin serve --dev --addr addr` with args after those, its
 // log on this process's stderr. Stop it with Stop.
 func Start(bin, addr string, args ...string) (*Hub, error) {
+	return StartLogging(os.Stderr, bin, addr, args...)
+}
+
+// StartLogging is Start with the hub's output (its log) written to w.
+func StartLogging(w io.Writer, bin, addr string, args ...string) (*Hub, error) {
 	cmd := exec.Command(bin, append([]string{"serve", "--dev", "--addr", addr}, args...)...)
-	cmd.Stderr = os.Stderr
+	cmd.Stdout, cmd.Stderr = w, w
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("hubbin: start the hub: %w", err)
 	}

@@ -122,6 +122,8 @@ type Dashboard struct {
 	admin string
 	amp   *ampstore.Store
 	files http.Handler
+	// flow shares the charts' store reads between the pages open.
+	flow flowCache
 
 	mu      sync.Mutex
 	history map[string]*sessionHistory

@@ -62,7 +62,7 @@ func (d *Dashboard) statsAPI(w http.ResponseWriter, r *http.Request) error {
 	}
 	now := d.relay.Clock().Now()
 	q := flowQuery(window, now)
-	buckets, err := d.opt.Flow.MessageFlow(r.Context(), q)
+	buckets, err := d.flow.get(r.Context(), d.opt.Flow, now, q)
 	if err != nil {
 		return err
 	}

@@ -7,9 +7,10 @@
 // them all in one group and joins them all before it returns, stopping in
 // this order:
 //
-//  1. stop accepting: the listener closes and the requests in flight end
-//     (their contexts are cancelled, so streams end; http.Server.Shutdown
-//     waits for them, up to ShutdownTimeout);
+//  1. stop accepting: the listener closes, connections waiting for a
+//     request (idle, or opened and never used) are closed, and the
+//     requests in flight end (their contexts are cancelled, so streams
+//     end; http.Server.Shutdown waits for them, up to ShutdownTimeout);
 //  2. drain: the adapters' and the hub's background work stops (Adapter.Run
 //     and the other workers return);
 //  3. stop the deliverers: the scheduler finishes its deliveries in
@@ -563,7 +564,6 @@ func (h *Hub) Serve(ctx context.Context, ln net.Listener) error {
 		ReadHeaderTimeout: cmp.Or(h.opt.HeaderTimeout, DefaultHeaderTimeout),
 		IdleTimeout:       cmp.Or(h.opt.IdleTimeout, DefaultIdleTimeout),
 		MaxHeaderBytes:    64 << 10,
-		ConnState:         h.conns.state,
 		BaseContext:       func(net.Listener) context.Context { return reqCtx },
 		// HTTP/2 without TLS too (prior knowledge, h2c): the A2A gRPC
 		// binding is served on this port (HTTP/2 with TLS as ever).
@@ -602,6 +602,7 @@ func (h *Hub) Serve(ctx context.Context, ln net.Listener) error {
 		work.Add(1)
 		go func() { defer work.Done(); w.run(workCtx) }()
 	}
+	h.conns.attach(srv)
 	ln = h.conns.listener(ln)
 	served := make(chan error, 1)
 	go func() {

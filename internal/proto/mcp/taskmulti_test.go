@@ -214,7 +214,7 @@ func TestTaskStatusAcrossInstances2026(t *testing.T) {
 	question := sendPlain(t, a, alice, "carol", "question")
 	unanswered := sendPlain(t, a, alice, "carol", "never answered")
 	bobsQuestion := sendPlain(t, a, bob, "carol", "bob's question")
-	sendTask := taskCall(t, b, alice, "send_message", map[string]any{"to": "carol", "text": "for the record"})
+	sendTask := taskCall(t, b, alice, "send_message", map[string]any{"to": "carol", "text": "for the record", "message_id": "for-the-record"})
 	replyTask := taskCall(t, b, alice, "wait_for_reply", map[string]any{"message_id": question})
 	cancelTask := taskCall(t, a, alice, "wait_for_reply", map[string]any{"message_id": unanswered})
 	bobsTask := taskCall(t, b, bob, "wait_for_reply", map[string]any{"message_id": bobsQuestion})
@@ -243,10 +243,20 @@ func TestTaskStatusAcrossInstances2026(t *testing.T) {
 			}
 		}, func(map[string]any) bool { return true }},
 		{"send ends with its receipt", sendTask, mcpadapter.TaskCompleted, func() {
-			// carol reads her mail through A: the receipts end there.
-			if r := modern(t, a, carol, "tools/call", map[string]any{"name": "check_inbox", "arguments": map[string]any{"max": 50}}, false); r["error"] != nil {
-				t.Fatalf("check_inbox: %v", r)
-			}
+			// carol reads her mail through A, where the receipts end, until
+			// she has read the task's message (B sends it in the
+			// background).
+			waitFor(t, "carol to read the send task's message", func() bool {
+				r := modern(t, a, carol, "tools/call", map[string]any{"name": "check_inbox", "arguments": map[string]any{"max": 50}}, false)
+				sc, _ := r["result"].(map[string]any)["structuredContent"].(map[string]any)
+				ms, _ := sc["messages"].([]any)
+				for _, m := range ms {
+					if m.(map[string]any)["message_id"] == "for-the-record" {
+						return true
+					}
+				}
+				return false
+			})
 		}, func(n map[string]any) bool { return outcome(n)["status"] == "delivered" }},
 		{"reply accepted by A", replyTask, mcpadapter.TaskCompleted, func() {
 			if code := atpSend(t, a, carol, map[string]any{"message_id": "answer", "sender": "carol", "receiver": "alice",

@@ -461,8 +461,9 @@ func listen(ctx context.Context, pg *postgres.Store) (due, receipts <-chan strin
 
 // follow wakes the relay on the notifications of listen until ctx ends:
 // its scheduler only for due work this instance should claim now (see
-// postgres.Store.DueWake), and the waits for receipts with the receipts
-// the notifications carry.
+// postgres.Store.DueWake), the waits for receipts with the receipts the
+// notifications carry, and the followers of records with the writes
+// other instances announced (core.RecordEvent).
 func follow(ctx context.Context, pg *postgres.Store, due, receipts <-chan string, relay *core.Relay, log *slog.Logger) {
 	for {
 		select {
@@ -489,6 +490,9 @@ func follow(ctx context.Context, pg *postgres.Store, due, receipts <-chan string
 				} else {
 					relay.NotifyReceipt(n.ID)
 				}
+			}
+			for _, ev := range pg.RecordEvents(payload) {
+				relay.NotifyRecord(ev)
 			}
 		}
 	}

@@ -47,6 +47,14 @@ type makefile struct {
 	shells    []string
 	seenShell map[string]bool
 	steps     int // references expanded, bounded by maxMakeSteps
+	// read returns a makefile's text (false when it does not exist, or
+	// when the guard denied reading it: denied is then set).
+	read     func(p string) ([]byte, bool)
+	denied   bool
+	includes int
+	// remake are the makefiles read: make remakes them first when a
+	// rule says how.
+	remake []string
 }
 
 // maxMakeSteps bounds the variable references expanded in one makefile
@@ -231,6 +239,15 @@ func (a *analyzer) makeRun(s *shState, name string, args []string, in input, env
 		m.vars["MAKE"] = mkVar{val: name + " -n", known: true} // a sub-make inherits -n
 	}
 	m.vars["MAKECMDGOALS"] = mkVar{val: strings.Join(goals, " "), known: true}
+	m.read = func(p string) ([]byte, bool) {
+		sub := s.clone()
+		sub.cwd = dir
+		d, ok := a.readScript(sub, p, name)
+		if a.found != nil {
+			m.denied = true
+		}
+		return d, ok
+	}
 	where := files[0]
 	for _, f := range files {
 		var data []byte
@@ -248,9 +265,8 @@ func (a *analyzer) makeRun(s *shState, name string, args []string, in input, env
 			if f == files[0] {
 				where = p
 			}
-			sub := s.clone()
-			sub.cwd = dir
-			d, ok := a.readScript(sub, p, name)
+			m.remake = append(m.remake, strings.TrimPrefix(p, dir+"/"))
+			d, ok := m.read(p)
 			if !ok {
 				if a.found != nil {
 					return
@@ -260,12 +276,15 @@ func (a *analyzer) makeRun(s *shState, name string, args []string, in input, env
 			data = d
 		}
 		m.parse(string(data))
+		if a.found != nil {
+			return
+		}
 		if m.blind != "" {
 			a.deny(CodeBlind, name+" "+m.blind+" (in "+clip(printable(f))+")")
 			return
 		}
 	}
-	recipes := m.toRun(goals)
+	recipes := m.toRun(goals, m.remake)
 	if m.blind != "" {
 		a.deny(CodeBlind, name+" "+m.blind)
 		return
@@ -358,8 +377,11 @@ func (m *makefile) parse(text string) {
 			}
 			continue
 		case "include", "-include", "sinclude":
-			m.blind = "reads another makefile (" + clip(trimmed) + ") that the guard does not follow"
-			return
+			cur = nil
+			if !m.include(strings.TrimSpace(trimmed[len(w[0]):])) {
+				return
+			}
+			continue
 		case "define":
 			if len(w) > 1 {
 				m.vars[m.expand(w[1], nil, 0)] = mkVar{}
@@ -383,6 +405,39 @@ func (m *makefile) parse(text string) {
 		}
 		cur = m.rule(trimmed, cond > 0)
 	}
+}
+
+// maxMakeIncludes bounds the makefiles one make reads through include.
+const maxMakeIncludes = 16
+
+// include reads the makefiles an include line names; it returns false
+// (with m.blind or m.denied set) when the guard cannot follow them. A
+// makefile that does not exist is one make tries to remake: a goal.
+func (m *makefile) include(names string) bool {
+	for _, f := range strings.Fields(m.expand(names, nil, 0)) {
+		m.includes++
+		if m.read == nil || m.includes > maxMakeIncludes || isUnknown(f) || strings.ContainsAny(f, "*?[") {
+			m.blind = "reads another makefile (include " + clip(printable(names)) + ") that the guard cannot follow"
+			return false
+		}
+		p := f
+		if !strings.HasPrefix(p, "/") {
+			p = path.Join(m.dir, p)
+		}
+		m.remake = append(m.remake, f)
+		data, ok := m.read(p)
+		if m.denied {
+			return false
+		}
+		if !ok {
+			continue
+		}
+		m.parse(string(data))
+		if m.blind != "" || m.denied {
+			return false
+		}
+	}
+	return true
 }
 
 // stripMakeComment drops a comment (an unescaped #) from a line.
@@ -723,7 +778,7 @@ type mkRecipe struct {
 }
 
 // toRun returns the recipes of the goals and the targets they reach.
-func (m *makefile) toRun(goals []string) []mkRecipe {
+func (m *makefile) toRun(goals, makefiles []string) []mkRecipe {
 	if len(goals) == 0 {
 		if _, set := m.vars[".DEFAULT_GOAL"]; set {
 			goals = strings.Fields(m.get(".DEFAULT_GOAL", nil, 0))
@@ -734,7 +789,7 @@ func (m *makefile) toRun(goals []string) []mkRecipe {
 	var out []mkRecipe
 	all := false
 	seen := map[string]bool{}
-	queue := append([]string(nil), goals...)
+	queue := append(append([]string(nil), makefiles...), goals...)
 	for len(queue) > 0 && !all {
 		t := queue[0]
 		queue = queue[1:]

@@ -51,7 +51,7 @@ func TestMakeRecipes(t *testing.T) {
 				t.Fatalf("blind: %s", m.blind)
 			}
 			var got []string
-			for _, r := range m.toRun(tt.goals) {
+			for _, r := range m.toRun(tt.goals, nil) {
 				got = append(got, strings.ReplaceAll(r.text, unknown, "?"))
 			}
 			if strings.Join(got, "|") != strings.Join(tt.want, "|") {
@@ -74,7 +74,7 @@ func TestMakeBlind(t *testing.T) {
 	} {
 		m := newTestMakefile(nil)
 		m.parse(text)
-		m.toRun(nil)
+		m.toRun(nil, nil)
 		if m.blind == "" {
 			t.Errorf("%q: not blind", text)
 		}
@@ -91,7 +91,7 @@ func FuzzMakefile(f *testing.F) {
 	f.Fuzz(func(t *testing.T, text string) {
 		m := newTestMakefile(nil)
 		m.parse(text)
-		m.toRun(nil)
+		m.toRun(nil, nil)
 		if strings.Contains(text, "MKEOF") {
 			return
 		}

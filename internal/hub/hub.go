@@ -484,7 +484,7 @@ func follow(ctx context.Context, pg *postgres.Store, due, receipts <-chan string
 			if !ok {
 				return
 			}
-			for _, n := range postgres.ParseReceipts(payload) {
+			for _, n := range postgres.ParseReceiptsFor(payload, relay.Follows) {
 				if n.Receipt != nil {
 					relay.NotifyEnded(n.Receipt)
 				} else {

@@ -282,6 +282,7 @@ var fsCommands = []fsCase{
 	{"cd scripts && python3 evil.py", CodeDestructive, false}, // rmtree('.git') from scripts/: none there
 	{"python3 scripts/leak.py", CodeAntiCheat, true},
 	{"python3 scripts/sub.py 'rm -rf .git'", CodeBlind, true},
+	{"python3 -c \"import subprocess; subprocess.run(['cp', 'kit.tar', 'x.sh']); subprocess.run(['bash', 'x.sh'])\"", CodeBlind, false},
 	{"python3 scripts/big.py", CodeBlind, false},
 	{"python3 scripts/fifo", CodeBlind, false},
 	{"cp scripts/evil.py e2.py && python3 e2.py", CodeBlind, true},
@@ -340,6 +341,8 @@ var fsCommands = []fsCase{
 	{"rm -rf .venv && python3 -m venv .venv", "", false},
 	{"python3 scripts/tool.py", "", false},
 	{"python3 scripts/ok.py", "", false},
+	{"python3 scripts/gotest.py", "", false},
+	{"python3 -c \"import subprocess; subprocess.run(['go', 'vet', './...'])\"", "", false},
 	{"touch scripts/ok.sh && bash scripts/ok.sh", "", false},
 	{"tar tf kit.tar && bash scripts/ok.sh", "", false},
 	{"git stash list && bash scripts/ok.sh", "", false},
@@ -443,18 +446,19 @@ func setupRepoFSAt(t testing.TB, root string) {
 		"mk/ok.mk":       "OUT = build\nall: $(OUT)/a\n$(OUT)/a:\n\tmkdir -p $(OUT) && touch $@\nclean:\n\trm -rf $(OUT)\n",
 		// Other interpreters' scripts (Node's outside scripts/, whose
 		// package.json is a FIFO that node would block on).
-		"scripts/evil.py":  "import shutil\nshutil.rmtree('.git')\n",
-		"scripts/evil.pl":  "system('git reset --hard');\n",
-		"js/evil.js":       "require('child_process').execSync('rm -rf .git')\n",
-		"scripts/evilx.py": "#!/usr/bin/env python3\nimport os\nos.system('git clean -fdx')\n",
-		"scripts/evilp":    "#!/usr/bin/perl -w\nunlink '.git/config';\n",
-		"scripts/leak.py":  "print(open('tests/hidden/a.txt').read())\n",
-		"scripts/sub.py":   "import subprocess, sys\nsubprocess.run(sys.argv[1], shell=True)\n",
-		"scripts/ok.py":    "import json\nprint(json.dumps({'a': 1}))\n",
-		"scripts/ok.pl":    "print \"hi\\n\";\n",
-		"js/ok.js":         "console.log([1, 2].map(x => x * 2))\n",
-		"scripts/mk.py":    "open('scripts/ok.sh', 'w').write('rm -rf .git\\n')\n",
-		"scripts/big.py":   strings.Repeat("print('ok')\n", maxScriptFile/12+16),
+		"scripts/evil.py":   "import shutil\nshutil.rmtree('.git')\n",
+		"scripts/evil.pl":   "system('git reset --hard');\n",
+		"js/evil.js":        "require('child_process').execSync('rm -rf .git')\n",
+		"scripts/evilx.py":  "#!/usr/bin/env python3\nimport os\nos.system('git clean -fdx')\n",
+		"scripts/evilp":     "#!/usr/bin/perl -w\nunlink '.git/config';\n",
+		"scripts/leak.py":   "print(open('tests/hidden/a.txt').read())\n",
+		"scripts/sub.py":    "import subprocess, sys\nsubprocess.run(sys.argv[1], shell=True)\n",
+		"scripts/gotest.py": "import subprocess\nsubprocess.run(['go', 'vet', './...'], check=False)\n",
+		"scripts/ok.py":     "import json\nprint(json.dumps({'a': 1}))\n",
+		"scripts/ok.pl":     "print \"hi\\n\";\n",
+		"js/ok.js":          "console.log([1, 2].map(x => x * 2))\n",
+		"scripts/mk.py":     "open('scripts/ok.sh', 'w').write('rm -rf .git\\n')\n",
+		"scripts/big.py":    strings.Repeat("print('ok')\n", maxScriptFile/12+16),
 	}
 	for name, body := range files {
 		p := filepath.Join(repo, name)

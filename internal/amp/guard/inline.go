@@ -290,8 +290,13 @@ func (a *analyzer) inlineCode(s *shState, lang, code string) {
 	}
 	// Shell commands run from the code.
 	extraShell, extraFile := moduleAliases(code)
+	checked := map[string]bool{} // subprocess.run( matches "subprocess." and "run(": one call
 	for _, call := range append(append([]string(nil), shellCalls...), extraShell...) {
 		for _, arg := range callArgs(code, call) {
+			if checked[arg] {
+				continue
+			}
+			checked[arg] = true
 			if a.checkCallArg(s, lang, arg, "runs a shell command") {
 				return
 			}
@@ -373,15 +378,24 @@ func (a *analyzer) checkCallArg(s *shState, lang, arg, what string) bool {
 		parts = append(parts, l.val)
 	}
 	// A list of arguments (subprocess.run(["rm", "-rf", "."])) or one string.
+	// The readings are alternatives, not a sequence: what one of them
+	// mentions is no earlier writer of the files another runs.
+	n := len(a.fs.mentions)
+	var kept []string
 	if len(parts) > 1 {
 		a.run(s.clone(), parts, stdinNone, nil)
+		kept = append(kept, a.fs.mentions[n:]...)
+		a.fs.mentions = a.fs.mentions[:n]
 	}
 	for _, p := range append(parts, strings.Join(parts, ""), strings.Join(parts, " ")) {
 		if a.found != nil {
 			break
 		}
 		a.eval(s, p)
+		kept = append(kept, a.fs.mentions[n:]...)
+		a.fs.mentions = a.fs.mentions[:n]
 	}
+	a.fs.mentions = append(a.fs.mentions, kept...)
 	return a.found != nil
 }
 

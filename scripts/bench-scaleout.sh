@@ -18,6 +18,8 @@
 # With STATEMENTS=N in the environment the cluster loads
 # pg_stat_statements and each PostgreSQL run also prints its N most
 # frequent statements: calls and execution time per accepted message.
+# With PPROF=DIR each hub serves pprof and a CPU profile of each hub over
+# the bench is written to DIR/<setup>-lanes<L>-r<round>-hub<i>.pprof.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-8}
@@ -32,6 +34,8 @@ go build -o "$bin" ./cmd/switchboard
 pgdir=$work/pg
 base=$(PGTEST_FAST= scripts/postgres-test-server.sh start "$pgdir" "$port")
 statements=${STATEMENTS:-0}
+pprofdir=${PPROF:-}
+if [ -n "$pprofdir" ]; then mkdir -p "$pprofdir"; fi
 if [ "$statements" -gt 0 ]; then
 	scripts/postgres-test-server.sh stop "$pgdir" >/dev/null 2>&1
 	printf "shared_preload_libraries = 'pg_stat_statements'\npg_stat_statements.track = all\n" >>"$pgdir/postgresql.conf"
@@ -95,16 +99,19 @@ for round in $(seq 1 "$rounds"); do
 				"$bin" migrate --store "$url" >/dev/null ;;
 			*) echo "unknown setup $setup" >&2; exit 2 ;;
 			esac
+			pprofs=()
 			for i in $(seq 1 "$n"); do
 				addr="127.0.0.1:$(freeport)"
 				mkdir -p "$work/h$run-$i"
-				if [ -n "$db" ]; then
-					"$bin" serve --addr "$addr" --store "$url" --admin-token "$token" --rate-limit -1 \
-						--allow-loopback-callbacks --data "$work/h$run-$i" --log-level warn 2>"$work/h$run-$i.log" &
-				else
-					"$bin" serve --addr "$addr" --admin-token "$token" --rate-limit -1 \
-						--allow-loopback-callbacks --data "$work/h$run-$i" --log-level warn 2>"$work/h$run-$i.log" &
+				extra=()
+				if [ -n "$db" ]; then extra+=(--store "$url"); fi
+				if [ -n "$pprofdir" ]; then
+					paddr="127.0.0.1:$(freeport)"
+					extra+=(--pprof "$paddr")
+					pprofs+=("$paddr")
 				fi
+				"$bin" serve --addr "$addr" "${extra[@]}" --admin-token "$token" --rate-limit -1 \
+					--allow-loopback-callbacks --data "$work/h$run-$i" --log-level warn 2>"$work/h$run-$i.log" &
 				pids+=($!)
 				hubs+=("http://$addr")
 			done
@@ -116,12 +123,19 @@ for round in $(seq 1 "$rounds"); do
 			pg0=$(pgcpu)
 			x0=$(commits "$db")
 			if [ "$statements" -gt 0 ]; then psql -q "$base" -c "SELECT pg_stat_statements_reset()" >/dev/null; fi
+			profs=()
+			for i in "${!pprofs[@]}"; do
+				curl -so "$pprofdir/$setup-lanes$l-r$round-hub$((i + 1)).pprof" \
+					"http://${pprofs[$i]}/debug/pprof/profile?seconds=$((secs > 2 ? secs - 1 : 1))" &
+				profs+=($!)
+			done
 			if ! out=$("$bin" bench --hubs "$list" --token "$token" --senders 64 --sender-agents "$l" --duration "${secs}s" --json --quiet 2>"$work/bench.err"); then
 				echo "$setup lanes $l: bench failed: $(tail -3 "$work/bench.err")"
 				for p in "${pids[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done
 				pids=()
 				continue
 			fi
+			for p in "${profs[@]}"; do wait "$p" || true; done
 			pg1=$(pgcpu)
 			x1=$(commits "$db")
 			python3 - "$setup" "$l" "$load" "$pg0" "$pg1" "$x0" "$x1" "$out" <<'EOF'

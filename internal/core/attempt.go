@@ -52,6 +52,16 @@ func (w *attemptWatchers) unwatch(id string, ch chan attemptSignal) {
 	w.n.Add(-1)
 }
 
+// watching reports whether a watch of message id is registered.
+func (w *attemptWatchers) watching(id string) bool {
+	if w.n.Load() == 0 {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.m[id]) > 0
+}
+
 // signal tells the watches of message id what happened, without blocking:
 // a watch keeps the first signal it got.
 func (w *attemptWatchers) signal(id string, s attemptSignal) {

@@ -136,6 +136,19 @@ func (r *Relay) OnMessageEvent(id string, fn func(id string)) (stop func()) {
 	}
 }
 
+// Follows reports whether anything on this instance waits for message
+// id's receipt or follows its events (a wait, a send waiting for its
+// first attempt, an OnMessageEvent callback): a store shared between
+// instances need not decode another instance's receipt of a message
+// nobody here follows. Waits register before they read the store, so a
+// wait that begins after Follows said false still sees the receipt.
+func (r *Relay) Follows(id string) bool {
+	r.mu.Lock()
+	n := len(r.waiters[id]) + len(r.hooks[id])
+	r.mu.Unlock()
+	return n > 0 || r.attempts.watching(id)
+}
+
 // NotifyReceipt wakes whoever waits for message id's receipt; stores shared
 // between instances call it when another instance ended a message.
 func (r *Relay) NotifyReceipt(id string) { r.notify(id) }

@@ -143,6 +143,8 @@ type Relay struct {
 	mu      sync.Mutex
 	waiters map[string][]chan struct{}
 	hooks   map[string][]*messageHook // message id → OnMessageEvent callbacks
+	// recordHooks are the OnRecordEvent callbacks (recordevents.go).
+	recordHooks recordHooks
 
 	// attempts hands delivery outcomes to the sends that wait for them
 	// (SendAsAwaitAttempt).

@@ -1,7 +1,8 @@
 // Package dashboard serves the hub's operator web dashboard at /dashboard/:
 // agents with their status, cards and last seen time; the live message flow
 // with filters; conversations with multimodal parts rendered; receipts;
-// dead letters with replay; and AMP sessions with their pressure over time.
+// dead letters with replay; charts of the message flow read from the
+// store (FlowStore); and AMP sessions with their pressure over time.
 //
 // The page is plain HTML, CSS and JavaScript embedded in the binary (no
 // CDN, no build step). Its data comes from /dashboard/api/*, which either
@@ -104,8 +105,9 @@ type Options struct {
 	// SamplePeriod is how often AMP sessions are sampled for the pressure
 	// history [2s].
 	SamplePeriod time.Duration
-	// StatsPeriod is how often the flow is sampled for the charts [5s].
-	StatsPeriod time.Duration
+	// Flow is the store the charts read the message flow from (the hub
+	// passes its store); without it GET /dashboard/api/stats answers 501.
+	Flow FlowStore
 }
 
 // Dashboard serves the web dashboard.
@@ -119,8 +121,9 @@ type Dashboard struct {
 	// under another token is not valid.
 	admin string
 	amp   *ampstore.Store
-	stats *statsRecorder
 	files http.Handler
+	// flow shares the charts' store reads between the pages open.
+	flow flowCache
 
 	mu      sync.Mutex
 	history map[string]*sessionHistory
@@ -180,7 +183,7 @@ func New(relay *core.Relay, opt Options) (*Dashboard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: assets: %w", err)
 	}
-	return &Dashboard{relay: relay, sessions: relay.Records(), opt: opt, admin: auth.Hash("switchboard dashboard v2\x00" + opt.AdminToken), stats: newStatsRecorder(),
+	return &Dashboard{relay: relay, sessions: relay.Records(), opt: opt, admin: auth.Hash("switchboard dashboard v2\x00" + opt.AdminToken),
 		amp:     &ampstore.Store{Records: relay.Records(), Clock: relay.Clock()},
 		files:   http.StripPrefix(strings.TrimSuffix(Prefix, "/"), http.FileServerFS(sub)),
 		history: map[string]*sessionHistory{}}, nil
@@ -189,10 +192,10 @@ func New(relay *core.Relay, opt Options) (*Dashboard, error) {
 // Mount adds the dashboard's routes to mux.
 func (d *Dashboard) Mount(mux *http.ServeMux) {
 	mux.Handle("GET /dashboard", http.RedirectHandler(Prefix, http.StatusMovedPermanently))
-	mux.HandleFunc("GET /dashboard/{$}", d.index)
+	mux.HandleFunc("GET /dashboard/{$}", httperr.Handle(d.index))
 	mux.HandleFunc("GET /dashboard/", d.static)
-	mux.HandleFunc("POST /dashboard/login", d.login)
-	mux.HandleFunc("POST /dashboard/logout", d.logout)
+	mux.HandleFunc("POST /dashboard/login", httperr.Handle(d.login))
+	mux.HandleFunc("POST /dashboard/logout", httperr.Handle(d.logout))
 	mux.HandleFunc("GET /dashboard/api/session", d.sessionInfo)
 	mux.HandleFunc("GET /dashboard/api/messages", d.api(d.messages))
 	mux.HandleFunc("GET /dashboard/api/stats", d.api(d.statsAPI))
@@ -219,24 +222,24 @@ func securityHeaders(w http.ResponseWriter) {
 	h.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=()")
 }
 
-func (d *Dashboard) index(w http.ResponseWriter, r *http.Request) {
+func (d *Dashboard) index(w http.ResponseWriter, r *http.Request) error {
 	securityHeaders(w)
 	if tok := r.URL.Query().Get("token"); tok != "" {
 		// A ?token= link: exchange it for the cookie and drop it from the
 		// address bar (and history) at once.
 		if d.checkToken(tok) {
 			if err := d.startSession(w, r); err != nil {
-				httperr.From(w, err)
-				return
+				return err
 			}
 			http.Redirect(w, r, Prefix, http.StatusSeeOther)
-			return
+			return nil
 		}
 		http.Redirect(w, r, Prefix+"?login=failed", http.StatusSeeOther)
-		return
+		return nil
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	d.files.ServeHTTP(w, r)
+	return nil
 }
 
 func (d *Dashboard) static(w http.ResponseWriter, r *http.Request) {
@@ -275,56 +278,52 @@ func sameOrigin(r *http.Request) bool {
 	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
 }
 
-func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
+func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) error {
 	securityHeaders(w)
 	w.Header().Set("Cache-Control", "no-store")
 	if !sameOrigin(r) {
 		audit.Record(r.Context(), audit.Event{Action: audit.ActionDashboardLogin, Outcome: audit.Refused, Status: http.StatusForbidden, Reason: "cross-site"})
-		httperr.Write(w, http.StatusForbidden, httperr.CodeForbidden, "login must come from the dashboard's own page")
-		return
+		return httperr.New(http.StatusForbidden, httperr.CodeForbidden, "login must come from the dashboard's own page")
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
 	if err := r.ParseForm(); err != nil {
-		httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidField, "login form: "+err.Error())
-		return
+		return httperr.New(http.StatusBadRequest, httperr.CodeInvalidField, "login form: %v", err)
 	}
 	if !d.checkToken(strings.TrimSpace(r.PostForm.Get("token"))) {
 		audit.Record(r.Context(), audit.Event{Action: audit.ActionDashboardLogin, Outcome: audit.Refused, Reason: "wrong token"})
 		http.Redirect(w, r, Prefix+"?login=failed", http.StatusSeeOther)
-		return
+		return nil
 	}
 	if err := d.startSession(w, r); err != nil {
-		httperr.From(w, err)
-		return
+		return err
 	}
 	http.Redirect(w, r, Prefix, http.StatusSeeOther)
+	return nil
 }
 
 // logout ends the session on the server (its record is deleted: the
 // cookie is worthless from then on, wherever it was copied) and clears the
 // cookie. It needs the session's CSRF token, like every state-changing
 // call; without a valid session it only clears the cookie.
-func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request) {
+func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request) error {
 	securityHeaders(w)
 	w.Header().Set("Cache-Control", "no-store")
 	if !sameOrigin(r) {
-		httperr.Write(w, http.StatusForbidden, httperr.CodeForbidden, "logout must come from the dashboard's own page")
-		return
+		return httperr.New(http.StatusForbidden, httperr.CodeForbidden, "logout must come from the dashboard's own page")
 	}
 	if id, sess := d.session(r); sess != nil {
 		if !validCSRF(r, sess) {
-			httperr.Write(w, http.StatusForbidden, httperr.CodeForbidden, "logout needs the session's "+HeaderCSRF+" header")
-			return
+			return httperr.New(http.StatusForbidden, httperr.CodeForbidden, "logout needs the session's %s header", HeaderCSRF)
 		}
 		if err := d.sessions.DeleteRecord(r.Context(), sessionKind, sessionKey(id)); err != nil && !errors.Is(err, core.ErrNotFound) {
-			httperr.From(w, err)
-			return
+			return err
 		}
 		audit.Record(r.Context(), audit.Event{Action: audit.ActionDashboardLogout, Outcome: audit.Allowed})
 	}
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: Prefix, MaxAge: -1, HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	httperr.JSON(w, http.StatusOK, map[string]any{"logged_out": true})
+	return nil
 }
 
 // sessionRecord is a dashboard session as the store keeps it.
@@ -429,39 +428,48 @@ func (d *Dashboard) sessionInfo(w http.ResponseWriter, r *http.Request) {
 // api wraps an API handler: security headers, no caching, the operator's
 // credential (and, for cookie-authenticated writes, the same origin and the
 // session's CSRF token), and the operator principal in the request's
-// context.
-func (d *Dashboard) api(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+// context. The handler's error is written here (httperr.Handle). A caller
+// without a credential gets 401; an agent, whose credential is good but
+// not the operator's, 403.
+func (d *Dashboard) api(h httperr.HandlerFunc) http.HandlerFunc {
+	return httperr.Handle(func(w http.ResponseWriter, r *http.Request) error {
 		securityHeaders(w)
 		w.Header().Set("Cache-Control", "no-store")
 		ok, sess := d.authorize(r)
 		if !ok {
-			httperr.Write(w, http.StatusUnauthorized, httperr.CodeUnauthorized,
+			if core.KindOf(auth.Admin(r.Context())) == core.KindForbidden {
+				return httperr.New(http.StatusForbidden, httperr.CodeForbidden,
+					"the dashboard API needs the operator, not an agent: log in with the admin token or send it as a bearer token")
+			}
+			return httperr.New(http.StatusUnauthorized, httperr.CodeUnauthorized,
 				"the dashboard API needs the operator: log in with the admin token or send it as a bearer token")
-			return
 		}
 		if sess != nil && r.Method != http.MethodGet && r.Method != http.MethodHead {
 			if !sameOrigin(r) || !validCSRF(r, sess) {
-				httperr.Write(w, http.StatusForbidden, httperr.CodeForbidden, "state-changing dashboard calls must come from the dashboard page with the session's "+HeaderCSRF+" header")
-				return
+				return httperr.New(http.StatusForbidden, httperr.CodeForbidden,
+					"state-changing dashboard calls must come from the dashboard page with the session's %s header", HeaderCSRF)
 			}
 		}
 		p := auth.From(r.Context())
 		p.Admin = true
-		h(w, r.WithContext(auth.With(r.Context(), p)))
-	}
+		return h(w, r.WithContext(auth.With(r.Context(), p)))
+	})
 }
 
 // forward serves a request with the hub route at path (same query).
-func (d *Dashboard) forward(path string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) { d.serveAt(w, r, path, path) }
+func (d *Dashboard) forward(path string) httperr.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		d.serveAt(w, r, path, path)
+		return nil
+	}
 }
 
 // forwardID serves a request with the hub route prefix+{id}+suffix.
-func (d *Dashboard) forwardID(prefix, suffix string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func (d *Dashboard) forwardID(prefix, suffix string) httperr.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		id := r.PathValue("id")
 		d.serveAt(w, r, prefix+id+suffix, prefix+url.PathEscape(id)+suffix)
+		return nil
 	}
 }
 
@@ -497,41 +505,38 @@ func queryInt(r *http.Request, name string, def, max int) (int, error) {
 
 // conversations serves GET /dashboard/api/conversations (?agent=, ?limit=):
 // the conversations, most recent first, as MAMP lists them.
-func (d *Dashboard) conversations(w http.ResponseWriter, r *http.Request) {
+func (d *Dashboard) conversations(w http.ResponseWriter, r *http.Request) error {
 	limit, err := queryInt(r, "limit", 100, maxConversations)
 	if err != nil {
-		httperr.From(w, err)
-		return
+		return err
 	}
 	cs, err := d.opt.Conversations.List(r.Context(), auth.From(r.Context()), r.URL.Query().Get("agent"), limit)
 	if err != nil {
-		httperr.From(w, err)
-		return
+		return err
 	}
 	httperr.JSON(w, http.StatusOK, map[string]any{"conversations": cs})
+	return nil
 }
 
 // conversation serves GET /dashboard/api/conversations/{id} (?after=,
 // ?limit=): the conversation and its messages, as MAMP shows them.
-func (d *Dashboard) conversation(w http.ResponseWriter, r *http.Request) {
+func (d *Dashboard) conversation(w http.ResponseWriter, r *http.Request) error {
 	limit, err := queryInt(r, "limit", 100, maxConvMessages)
 	if err != nil {
-		httperr.From(w, err)
-		return
+		return err
 	}
 	var after int64
 	if v := r.URL.Query().Get("after"); v != "" {
 		if after, err = strconv.ParseInt(v, 10, 64); err != nil || after < 0 {
-			httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidField, "after must be a message sequence number")
-			return
+			return httperr.New(http.StatusBadRequest, httperr.CodeInvalidField, "after must be a message sequence number")
 		}
 	}
 	c, err := d.opt.Conversations.Get(r.Context(), auth.From(r.Context()), r.PathValue("id"), after, limit)
 	if err != nil {
-		httperr.From(w, err)
-		return
+		return err
 	}
 	httperr.JSON(w, http.StatusOK, c)
+	return nil
 }
 
 // AgentView is one agent in GET /dashboard/api/agents.
@@ -552,12 +557,11 @@ type AgentView struct {
 // maxAgents bounds the agents listed.
 const maxAgents = 1000
 
-func (d *Dashboard) agents(w http.ResponseWriter, r *http.Request) {
+func (d *Dashboard) agents(w http.ResponseWriter, r *http.Request) error {
 	p := auth.From(r.Context())
 	list, err := d.relay.ListAgents(r.Context(), p, core.AgentFilter{Limit: maxAgents})
 	if err != nil {
-		httperr.From(w, err)
-		return
+		return err
 	}
 	now := d.relay.Clock().Now()
 	out := make([]AgentView, 0, len(list))
@@ -571,21 +575,21 @@ func (d *Dashboard) agents(w http.ResponseWriter, r *http.Request) {
 			v.Status = "alive"
 		}
 		if v.Queued, err = d.relay.QueueDepth(r.Context(), p, a.ID); err != nil {
-			httperr.From(w, err)
-			return
+			return err
 		}
 		out = append(out, v)
 	}
 	httperr.JSON(w, http.StatusOK, map[string]any{"agents": out, "now": now, "truncated": len(list) == maxAgents})
+	return nil
 }
 
-func (d *Dashboard) receipt(w http.ResponseWriter, r *http.Request) {
+func (d *Dashboard) receipt(w http.ResponseWriter, r *http.Request) error {
 	rc, err := d.relay.ReceiptFor(r.Context(), auth.From(r.Context()), r.PathValue("id"))
 	if err != nil {
-		httperr.From(w, err)
-		return
+		return err
 	}
 	httperr.JSON(w, http.StatusOK, rc)
+	return nil
 }
 
 // Limits of the AMP pressure history kept in memory.
@@ -617,11 +621,9 @@ type sessionHistory struct {
 
 // Run samples AMP sessions until ctx ends, recording a point whenever a
 // session's state changes, so the dashboard can draw pressure over time.
-// The history lives in this process only.
+// The history lives in this process only (the message flow charts read
+// the store instead: see FlowStore).
 func (d *Dashboard) Run(ctx context.Context) {
-	done := make(chan struct{})
-	go func() { defer close(done); d.runStats(ctx) }()
-	defer func() { <-done }()
 	t := time.NewTicker(d.opt.SamplePeriod)
 	defer t.Stop()
 	for {
@@ -709,11 +711,12 @@ func (d *Dashboard) evictOldest() {
 	delete(d.history, oldest)
 }
 
-func (d *Dashboard) ampSessions(w http.ResponseWriter, r *http.Request) {
+func (d *Dashboard) ampSessions(w http.ResponseWriter, r *http.Request) error {
 	ss := d.sample(r.Context())
 	if ss == nil {
 		ss = []SessionView{}
 	}
 	httperr.JSON(w, http.StatusOK, map[string]any{"sessions": ss,
 		"note": "pressure history is sampled by this hub process while it runs (a point each time a session's state changes); it is not persisted"})
+	return nil
 }

@@ -150,7 +150,7 @@ func TestAPIAuth(t *testing.T) {
 	}{
 		{"no credential", req{}, http.StatusUnauthorized},
 		{"wrong bearer token", req{token: "sba_wrong"}, http.StatusUnauthorized},
-		{"agent token", req{token: reg.Token}, http.StatusUnauthorized},
+		{"agent token", req{token: reg.Token}, http.StatusForbidden}, // a credential, but not the operator's
 		{"tampered cookie", req{cookie: &tampered}, http.StatusUnauthorized},
 		{"made-up session id", req{cookie: &made}, http.StatusUnauthorized},
 		{"admin bearer token", req{token: h.AdminToken}, http.StatusOK},
@@ -434,7 +434,7 @@ func TestHistoryAPI(t *testing.T) {
 		t.Fatalf("agent page: %d %s", res.StatusCode, b)
 	}
 	res, b = req{method: "GET", path: "/dashboard/api/stats", token: tok}.do(t, base)
-	if res.StatusCode != 200 || !strings.Contains(string(b), `"points":[{`) {
+	if res.StatusCode != 200 || !strings.Contains(string(b), `"buckets":[{`) {
 		t.Fatalf("stats: %d %s", res.StatusCode, b)
 	}
 }

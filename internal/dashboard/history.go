@@ -56,7 +56,7 @@ func viewOf(sm core.StoredMessage) MessageView {
 // first, filtered (q, agent, sender, receiver, status, protocol,
 // conversation_id) and paged (limit, before: the next_before of the
 // previous page).
-func (d *Dashboard) messages(w http.ResponseWriter, r *http.Request) {
+func (d *Dashboard) messages(w http.ResponseWriter, r *http.Request) error {
 	qv := r.URL.Query()
 	q := core.MessageQuery{Text: qv.Get("q"), Agent: qv.Get("agent"), Sender: qv.Get("sender"), Receiver: qv.Get("receiver"),
 		Status: core.Status(qv.Get("status")), Protocol: qv.Get("protocol"), ConversationID: qv.Get("conversation_id")}
@@ -64,8 +64,7 @@ func (d *Dashboard) messages(w http.ResponseWriter, r *http.Request) {
 		if v := qv.Get(name); v != "" {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n < 0 {
-				httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidField, name+" must be a message sequence number")
-				return
+				return httperr.New(http.StatusBadRequest, httperr.CodeInvalidField, "%s must be a message sequence number", name)
 			}
 			*dst = n
 		}
@@ -73,8 +72,7 @@ func (d *Dashboard) messages(w http.ResponseWriter, r *http.Request) {
 	if v := qv.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 || n > 500 {
-			httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidField, "limit must be 1..500")
-			return
+			return httperr.New(http.StatusBadRequest, httperr.CodeInvalidField, "limit must be 1..500")
 		}
 		q.Limit = n
 	}
@@ -83,12 +81,10 @@ func (d *Dashboard) messages(w http.ResponseWriter, r *http.Request) {
 	q.Limit++
 	found, err := d.relay.SearchMessages(r.Context(), auth.From(r.Context()), q)
 	if errors.Is(err, core.ErrSearchUnsupported) {
-		httperr.Write(w, http.StatusNotImplemented, httperr.CodeInternal, err.Error())
-		return
+		return httperr.New(http.StatusNotImplemented, httperr.CodeInternal, "%s", err.Error())
 	}
 	if err != nil {
-		httperr.From(w, err)
-		return
+		return err
 	}
 	more := len(found) == q.Limit
 	if more {
@@ -103,17 +99,17 @@ func (d *Dashboard) messages(w http.ResponseWriter, r *http.Request) {
 		resp["next_before"] = out[len(out)-1].Seq
 	}
 	httperr.JSON(w, http.StatusOK, resp)
+	return nil
 }
 
 // agentDetail serves GET /dashboard/api/agents/{id}: the agent, its queue,
 // its latest messages and its dead letters.
-func (d *Dashboard) agentDetail(w http.ResponseWriter, r *http.Request) {
+func (d *Dashboard) agentDetail(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	p := auth.From(r.Context())
 	a, err := d.relay.LookupAgent(r.Context(), p, id)
 	if err != nil {
-		httperr.From(w, err)
-		return
+		return err
 	}
 	now := d.relay.Clock().Now()
 	v := AgentView{ID: a.ID, URI: d.relay.URI(a.ID), Status: "expired", Protocol: a.Protocol, Endpoint: a.Endpoint.Kind,
@@ -125,25 +121,23 @@ func (d *Dashboard) agentDetail(w http.ResponseWriter, r *http.Request) {
 		v.Status = "alive"
 	}
 	if v.Queued, err = d.relay.QueueDepth(r.Context(), p, a.ID); err != nil {
-		httperr.From(w, err)
-		return
+		return err
 	}
 	recent := []MessageView{}
 	found, err := d.relay.SearchMessages(r.Context(), p, core.MessageQuery{Agent: id, Limit: 20})
 	if err != nil && !errors.Is(err, core.ErrSearchUnsupported) {
-		httperr.From(w, err)
-		return
+		return err
 	}
 	for _, sm := range found {
 		recent = append(recent, viewOf(sm))
 	}
 	dead, err := d.relay.DeadLetters(r.Context(), p, core.DeadLetterFilter{Receiver: id, Limit: 20})
 	if err != nil {
-		httperr.From(w, err)
-		return
+		return err
 	}
 	if dead == nil {
 		dead = []*core.Receipt{}
 	}
 	httperr.JSON(w, http.StatusOK, map[string]any{"agent": v, "messages": recent, "dead_letters": dead, "endpoint_url": a.Endpoint.URL})
+	return nil
 }

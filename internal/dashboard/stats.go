@@ -3,133 +3,85 @@ package dashboard
 import (
 	"context"
 	"net/http"
-	"strconv"
-	"sync"
+	"strings"
 	"time"
 
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/httperr"
 )
 
-// Limits of the throughput history kept in memory.
+// FlowStore is what the dashboard's charts read: the flow of the stored
+// messages over time (both stores implement it), so every hub on one
+// store draws the same history, from before it started.
+type FlowStore interface {
+	MessageFlow(ctx context.Context, q core.FlowQuery) ([]core.FlowBucket, error)
+}
+
+// Bounds of the charts' window (?window=).
 const (
-	maxStatPoints     = 360 // 30 minutes at the default 5 s
-	defaultStatPeriod = 5 * time.Second
-	maxDepthAgents    = 1000 // agents whose queues one sample sums
+	defaultWindow = time.Hour
+	minWindow     = time.Minute
+	maxWindow     = 24 * time.Hour
+	// maxChartBuckets bounds the buckets of one window: the bucket is the
+	// narrowest of bucketWidths that keeps the window within it.
+	maxChartBuckets = 120
 )
 
-// StatPoint is one sample of the hub's flow, for the dashboard's charts:
-// what happened during the Period that ends At, and the queue depth at At.
-type StatPoint struct {
-	At        time.Time `json:"at"`
-	PeriodSec float64   `json:"period_s"`
-	Accepted  int       `json:"accepted"`
-	Delivered int       `json:"delivered"`
-	// DeadLetters counts messages that ended rejected or timeout.
-	DeadLetters int `json:"dead_letters"`
-	Retries     int `json:"retries"`
-	// Queued is the messages queued for the (first 1,000) agents.
-	Queued int `json:"queued"`
-}
+// bucketWidths are the bucket widths a window may get, narrowest first.
+var bucketWidths = []time.Duration{time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second, time.Minute,
+	5 * time.Minute, 15 * time.Minute, 30 * time.Minute, time.Hour}
 
-// statsRecorder counts the relay's events between samples.
-type statsRecorder struct {
-	mu                                 sync.Mutex
-	accepted, delivered, dead, retries int
-	points                             []StatPoint
-	last                               time.Time
-}
-
-func newStatsRecorder() *statsRecorder { return &statsRecorder{} }
-
-func (s *statsRecorder) observe(e core.Event) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch e.Type {
-	case core.EventAccepted:
-		s.accepted++
-	case core.EventDelivered:
-		s.delivered++
-	case core.EventRejected, core.EventTimeout:
-		s.dead++
-	case core.EventRetry:
-		s.retries++
+// flowQuery is the query of the window that ends at now: whole buckets,
+// aligned to the bucket width (so every hub cuts the same buckets), the
+// last one holding now.
+func flowQuery(window time.Duration, now time.Time) core.FlowQuery {
+	width := bucketWidths[len(bucketWidths)-1]
+	for _, w := range bucketWidths {
+		if window <= w*maxChartBuckets {
+			width = w
+			break
+		}
 	}
+	n := int((window + width - 1) / width)
+	end := now.Truncate(width).Add(width)
+	return core.FlowQuery{Since: end.Add(-time.Duration(n) * width), Width: width, Buckets: n}
 }
 
-// sample closes the current period at now with the queue depth queued.
-func (s *statsRecorder) sample(now time.Time, queued int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p := StatPoint{At: now, Accepted: s.accepted, Delivered: s.delivered, DeadLetters: s.dead, Retries: s.retries, Queued: queued}
-	if !s.last.IsZero() {
-		p.PeriodSec = now.Sub(s.last).Seconds()
+// statsAPI serves GET /dashboard/api/stats (?window=, a duration from 1m
+// to 24h [1h]): the flow of the stored messages in buckets, oldest first.
+func (d *Dashboard) statsAPI(w http.ResponseWriter, r *http.Request) error {
+	window := defaultWindow
+	if v := r.URL.Query().Get("window"); v != "" {
+		var err error
+		if window, err = time.ParseDuration(v); err != nil || window < minWindow || window > maxWindow {
+			return httperr.New(http.StatusBadRequest, httperr.CodeInvalidField, "window must be a duration from %s to %s, such as 15m, 1h or 24h", "1m", "24h")
+		}
 	}
-	s.accepted, s.delivered, s.dead, s.retries = 0, 0, 0, 0
-	s.last = now
-	s.points = append(s.points, p)
-	if len(s.points) > maxStatPoints {
-		s.points = s.points[len(s.points)-maxStatPoints:]
+	if d.opt.Flow == nil {
+		return httperr.New(http.StatusNotImplemented, httperr.CodeInternal, "this store cannot read the message flow")
 	}
-}
-
-func (s *statsRecorder) snapshot() []StatPoint {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]StatPoint{}, s.points...)
-}
-
-// sampler is the principal the stats sampler reads the relay as: the
-// hub's own actor (it runs outside any request).
-var sampler = core.InternalPrincipal("dashboard")
-
-// queued sums the queues of the first maxDepthAgents agents.
-func (d *Dashboard) queued(ctx context.Context) int {
-	agents, err := d.relay.ListAgents(ctx, sampler, core.AgentFilter{Limit: maxDepthAgents})
+	now := d.relay.Clock().Now()
+	q := flowQuery(window, now)
+	buckets, err := d.flow.get(r.Context(), d.opt.Flow, now, q)
 	if err != nil {
-		return 0
+		return err
 	}
-	total := 0
-	for _, a := range agents {
-		if n, err := d.relay.QueueDepth(ctx, sampler, a.ID); err == nil {
-			total += n
-		}
-	}
-	return total
+	httperr.JSON(w, http.StatusOK, map[string]any{"window": shortDuration(window), "bucket_s": q.Width.Seconds(),
+		"since": q.Since, "until": q.Until(), "now": now, "buckets": buckets,
+		"note": "from the stored messages, the same on every hub of this store; delivered and dead letters are kept " +
+			shortDuration(d.relay.Config().Retention) + " after they end"})
+	return nil
 }
 
-// runStats counts events and samples every period until ctx ends.
-func (d *Dashboard) runStats(ctx context.Context) {
-	events, cancel := d.relay.Events().Subscribe(4096)
-	defer cancel()
-	period := d.opt.StatsPeriod
-	if period <= 0 {
-		period = defaultStatPeriod
+// shortDuration is d as time.Duration writes it without zero minutes and
+// seconds at its end: 15m, 24h, 1h30m.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
 	}
-	t := time.NewTicker(period)
-	defer t.Stop()
-	d.stats.sample(d.relay.Clock().Now(), d.queued(ctx))
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case e := <-events:
-			d.stats.observe(e)
-		case <-t.C:
-			d.stats.sample(d.relay.Clock().Now(), d.queued(ctx))
-		}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
 	}
-}
-
-// statsAPI serves GET /dashboard/api/stats: the samples, oldest first.
-func (d *Dashboard) statsAPI(w http.ResponseWriter, r *http.Request) {
-	httperr.JSON(w, http.StatusOK, map[string]any{"points": d.stats.snapshot(),
-		"note": "sampled by this hub process while it runs, every " + strconv.FormatFloat(d.statPeriod().Seconds(), 'f', -1, 64) + " s; not persisted"})
-}
-
-func (d *Dashboard) statPeriod() time.Duration {
-	if d.opt.StatsPeriod > 0 {
-		return d.opt.StatsPeriod
-	}
-	return defaultStatPeriod
+	return s
 }

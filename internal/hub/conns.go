@@ -73,10 +73,11 @@ type connCounter struct {
 	evicted          atomic.Uint64
 	log              *slog.Logger
 
-	mu      sync.Mutex
-	clients map[string]*connClient
-	waiting list.List // of *countedConn: every waiting connection, oldest first
-	logged  time.Time // last warning, so a flood logs once a minute
+	mu       sync.Mutex
+	clients  map[string]*connClient
+	waiting  list.List // of *countedConn: every waiting connection, oldest first
+	logged   time.Time // last warning, so a flood logs once a minute
+	stopping bool      // the server shuts down: admit nothing, keep no one waiting
 }
 
 // connClient is one client address's connections.
@@ -104,6 +105,14 @@ func (c *connCounter) register(reg prometheus.Registerer) {
 			Help: "Waiting connections (idle keep-alive, or not yet sending) closed to make room under a connection bound."},
 			func() float64 { return float64(c.evicted.Load()) }),
 	)
+}
+
+// attach makes srv report its connections' states to c and, when it shuts
+// down, close the connections that wait (see closeWaiting).
+func (c *connCounter) attach(srv *http.Server) {
+	srv.ConnState = c.state
+	// Shutdown runs this once it has closed its listeners.
+	srv.RegisterOnShutdown(c.closeWaiting)
 }
 
 // listener wraps ln so that it counts its connections and keeps the bounds.
@@ -154,8 +163,8 @@ func (c *connCounter) admit(conn net.Conn) *countedConn {
 	if cl == nil {
 		cl = &connClient{}
 	}
-	ok := true
-	if c.maxPerClient > 0 && cl.n >= c.maxPerClient {
+	ok := !c.stopping
+	if ok && c.maxPerClient > 0 && cl.n >= c.maxPerClient {
 		if v := oldest(&cl.waiting); v != nil {
 			victims = append(victims, v)
 			c.detachLocked(v)
@@ -188,10 +197,33 @@ func (c *connCounter) admit(conn net.Conn) *countedConn {
 		c.evicted.Add(1)
 		_ = v.Conn.Close()
 	}
-	if !ok {
+	if !ok && !c.stopping {
 		c.refuse() // counted before the client can see the close
 	}
 	return cc
+}
+
+// closeWaiting closes every waiting connection and, from then on, every
+// connection that starts to wait or is accepted: the server is shutting
+// down. http.Server.Shutdown closes idle connections itself but waits up
+// to 5 s for a new one that has not sent its request (Go issue 22682),
+// and a client that opened a connection it never used would hold the
+// whole shutdown that long. Nothing is lost: a connection that is
+// waiting has no request read, so nothing of it was accepted.
+func (c *connCounter) closeWaiting() {
+	c.mu.Lock()
+	c.stopping = true
+	var victims []*countedConn
+	for e := c.waiting.Front(); e != nil; e = e.Next() {
+		victims = append(victims, e.Value.(*countedConn))
+	}
+	for _, v := range victims {
+		c.detachLocked(v)
+	}
+	c.mu.Unlock()
+	for _, v := range victims {
+		_ = v.Conn.Close()
+	}
 }
 
 func oldest(l *list.List) *countedConn {
@@ -253,13 +285,20 @@ func (c *connCounter) state(nc net.Conn, st http.ConnState) {
 	c.mu.Lock()
 	switch st {
 	case http.StateIdle:
-		victim = c.waitLocked(cc)
+		if c.stopping {
+			c.detachLocked(cc)
+			victim = cc
+		} else {
+			victim = c.waitLocked(cc)
+		}
 	case http.StateActive, http.StateHijacked, http.StateClosed:
 		c.unwaitLocked(cc)
 	}
 	c.mu.Unlock()
 	if victim != nil {
-		c.evicted.Add(1)
+		if victim != cc {
+			c.evicted.Add(1)
+		}
 		_ = victim.Conn.Close()
 	}
 }

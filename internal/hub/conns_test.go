@@ -1,10 +1,15 @@
 package hub
 
 import (
+	"bufio"
+	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -183,4 +188,107 @@ func dialFrom(src, addr string) (net.Conn, error) {
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
+}
+
+// pipeListener hands out the server ends of in-memory connections, so a
+// server can run inside a synctest bubble.
+type pipeListener struct {
+	conns  chan net.Conn
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newPipeListener() *pipeListener {
+	return &pipeListener{conns: make(chan net.Conn), closed: make(chan struct{})}
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *pipeListener) Close() error   { l.once.Do(func() { close(l.closed) }); return nil }
+func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }
+
+// dial opens a connection to the listener and returns the client's end.
+func (l *pipeListener) dial() net.Conn {
+	client, server := net.Pipe()
+	l.conns <- server
+	return client
+}
+
+type pipeAddr struct{}
+
+func (pipeAddr) Network() string { return "pipe" }
+func (pipeAddr) String() string  { return "pipe" }
+
+// TestShutdownClosesUnusedConnections: a client that opened a connection
+// and never sent a request does not hold the server's shutdown, which
+// net/http alone makes wait 5 s for such a connection (Go issue 22682);
+// a connection that is serving a request when the shutdown begins still
+// gets its answer.
+func TestShutdownClosesUnusedConnections(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := &connCounter{}
+		release := make(chan struct{})
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/slow" {
+				<-release
+			}
+			io.WriteString(w, "done")
+		})}
+		c.attach(srv)
+		pl := newPipeListener()
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(c.listener(pl)) }()
+
+		unused := pl.dial() // never sends a request
+		defer unused.Close()
+		busy := pl.dial()
+		defer busy.Close()
+		answered := make(chan string, 1)
+		go func() {
+			io.WriteString(busy, "GET /slow HTTP/1.1\r\nHost: hub\r\n\r\n")
+			resp, err := http.ReadResponse(bufio.NewReader(busy), nil)
+			if err != nil {
+				answered <- "error: " + err.Error()
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			answered <- string(b)
+		}()
+		synctest.Wait() // the slow request is being served
+
+		start := time.Now()
+		shut := make(chan error, 1)
+		go func() { shut <- srv.Shutdown(context.Background()) }()
+		synctest.Wait()
+		// The unused connection is closed at once, not after 5 s.
+		if n, err := unused.Read(make([]byte, 1)); err == nil {
+			t.Fatalf("the unused connection read %d bytes after the shutdown began", n)
+		}
+		if since := time.Since(start); since != 0 {
+			t.Errorf("the unused connection was closed %v into the shutdown, want at once", since)
+		}
+		close(release)
+		if got := <-answered; got != "done" {
+			t.Errorf("the request in flight got %q, want its answer", got)
+		}
+		if err := <-shut; err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		if took := time.Since(start); took >= 5*time.Second {
+			t.Errorf("Shutdown took %v: it waited for the unused connection", took)
+		}
+		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("Serve: %v", err)
+		}
+		if n := c.open.Load(); n != 0 {
+			t.Errorf("%d connections counted open after the shutdown", n)
+		}
+	})
 }

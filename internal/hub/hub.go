@@ -7,9 +7,10 @@
 // them all in one group and joins them all before it returns, stopping in
 // this order:
 //
-//  1. stop accepting: the listener closes and the requests in flight end
-//     (their contexts are cancelled, so streams end; http.Server.Shutdown
-//     waits for them, up to ShutdownTimeout);
+//  1. stop accepting: the listener closes, connections waiting for a
+//     request (idle, or opened and never used) are closed, and the
+//     requests in flight end (their contexts are cancelled, so streams
+//     end; http.Server.Shutdown waits for them, up to ShutdownTimeout);
 //  2. drain: the adapters' and the hub's background work stops (Adapter.Run
 //     and the other workers return);
 //  3. stop the deliverers: the scheduler finishes its deliveries in
@@ -346,7 +347,8 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	h.conns.register(met.Registry())
 	registerBudget(met.Registry(), relay.Config().Memory)
 	h.Mux.Handle("GET /metrics", met.Handler())
-	dash, err := dashboard.New(relay, dashboard.Options{Dev: opt.Dev, AdminToken: h.AdminToken, Routes: h.Mux,
+	flow, _ := st.(dashboard.FlowStore) // both stores: the charts read the stored flow
+	dash, err := dashboard.New(relay, dashboard.Options{Dev: opt.Dev, AdminToken: h.AdminToken, Routes: h.Mux, Flow: flow,
 		Conversations: dashboard.Conversations{
 			List: func(ctx context.Context, p core.Principal, agent string, limit int) (any, error) {
 				return mampSrv.Conversations(ctx, p, agent, limit)
@@ -459,8 +461,9 @@ func listen(ctx context.Context, pg *postgres.Store) (due, receipts <-chan strin
 
 // follow wakes the relay on the notifications of listen until ctx ends:
 // its scheduler only for due work this instance should claim now (see
-// postgres.Store.DueWake), and the waits for receipts with the receipts
-// the notifications carry.
+// postgres.Store.DueWake), the waits for receipts with the receipts the
+// notifications carry, and the followers of records with the writes
+// other instances announced (core.RecordEvent).
 func follow(ctx context.Context, pg *postgres.Store, due, receipts <-chan string, relay *core.Relay, log *slog.Logger) {
 	for {
 		select {
@@ -481,12 +484,15 @@ func follow(ctx context.Context, pg *postgres.Store, due, receipts <-chan string
 			if !ok {
 				return
 			}
-			for _, n := range postgres.ParseReceipts(payload) {
+			for _, n := range postgres.ParseReceiptsFor(payload, relay.Follows) {
 				if n.Receipt != nil {
 					relay.NotifyEnded(n.Receipt)
 				} else {
 					relay.NotifyReceipt(n.ID)
 				}
+			}
+			for _, ev := range pg.RecordEvents(payload) {
+				relay.NotifyRecord(ev)
 			}
 		}
 	}
@@ -559,7 +565,6 @@ func (h *Hub) Serve(ctx context.Context, ln net.Listener) error {
 		ReadHeaderTimeout: cmp.Or(h.opt.HeaderTimeout, DefaultHeaderTimeout),
 		IdleTimeout:       cmp.Or(h.opt.IdleTimeout, DefaultIdleTimeout),
 		MaxHeaderBytes:    64 << 10,
-		ConnState:         h.conns.state,
 		BaseContext:       func(net.Listener) context.Context { return reqCtx },
 		// HTTP/2 without TLS too (prior knowledge, h2c): the A2A gRPC
 		// binding is served on this port (HTTP/2 with TLS as ever).
@@ -598,6 +603,7 @@ func (h *Hub) Serve(ctx context.Context, ln net.Listener) error {
 		work.Add(1)
 		go func() { defer work.Done(); w.run(workCtx) }()
 	}
+	h.conns.attach(srv)
 	ln = h.conns.listener(ln)
 	served := make(chan error, 1)
 	go func() {

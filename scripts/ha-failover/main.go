@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/switchboard-hub/switchboard/client"
+	"github.com/switchboard-hub/switchboard/scripts/internal/hubbin"
 )
 
 var (
@@ -47,7 +48,7 @@ var (
 	senders  = flag.Int("senders", 16, "concurrent senders")
 	primPort = flag.Int("primary-port", 25522, "primary's port")
 	repPort  = flag.Int("replica-port", 25512, "replica's port")
-	bin      = flag.String("bin", "", "switchboard binary (default: go build ./cmd/switchboard)")
+	bin      = hubbin.BinFlag()
 	keep     = flag.Bool("keep", false, "keep the work directory")
 )
 
@@ -64,13 +65,8 @@ func main() {
 		cleanups = append(cleanups, func() { os.RemoveAll(work) })
 	}
 	pgbin := pgBin()
-	if *bin == "" {
-		*bin = filepath.Join(work, "switchboard")
-		out, err := exec.Command("go", "build", "-o", *bin, "./cmd/switchboard").CombinedOutput()
-		if err != nil {
-			fatalf("build: %v\n%s", err, out)
-		}
-	}
+	*bin, err = hubbin.Build(*bin, work)
+	must(err)
 	prim, rep := filepath.Join(work, "primary"), filepath.Join(work, "replica")
 	defer runCleanups()
 
@@ -124,17 +120,17 @@ func main() {
 	// Two hubs on the multi-host URL.
 	var hubs []string
 	for i := range 2 {
-		addr := freeAddr()
+		addr, err := hubbin.FreeAddr()
+		must(err)
 		data := filepath.Join(work, fmt.Sprintf("hub%d", i))
-		cmd := exec.Command(*bin, "serve", "--dev", "--addr", addr, "--store", url, "--data", data, "--rate-limit", "-1",
-			"--claim-lease", "3s", "--deliver-timeout", "2s", "--log-level", "warn")
 		logf, err := os.Create(filepath.Join(work, fmt.Sprintf("hub%d.log", i)))
 		must(err)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		must(cmd.Start())
-		cleanups = append(cleanups, func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
-		hubs = append(hubs, "http://"+addr)
-		waitReady("http://" + addr)
+		h, err := hubbin.StartLogging(logf, *bin, addr, "--store", url, "--data", data, "--rate-limit", "-1",
+			"--claim-lease", "3s", "--deliver-timeout", "2s", "--log-level", "warn")
+		must(err)
+		cleanups = append(cleanups, h.Stop)
+		hubs = append(hubs, h.Base)
+		must(h.WaitReady(100*time.Millisecond, 30*time.Second))
 	}
 	ctx := context.Background()
 	c0 := client.New(hubs[0])
@@ -378,26 +374,6 @@ func appendFile(path, s string) {
 	must(err)
 	_, err = f.WriteString(s)
 	must(errors.Join(err, f.Close()))
-}
-
-func freeAddr() string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	must(err)
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-func waitReady(base string) {
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		resp, err := http.Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
-		}
-	}
-	fatalf("%s not ready", base)
 }
 
 // cleanups run at the end, or before a fatal error's exit: the clusters

@@ -427,6 +427,7 @@ async function start() {
   if (location.search) history.replaceState(null, "", location.pathname + location.hash);
   $("#logout").addEventListener("click", logout);
   $("#stats-refresh").addEventListener("click", guard(loadStats));
+  $("#stats-window").addEventListener("change", guard(loadStats));
   $("#history-form").addEventListener("submit", (e) => { e.preventDefault(); historyCursors = []; guard(loadHistory)(); });
   $("#h-older").addEventListener("click", () => { historyCursors.push(historyNext); guard(loadHistory)(); });
   $("#h-newer").addEventListener("click", () => { historyCursors.pop(); guard(loadHistory)(); });
@@ -469,13 +470,15 @@ async function logout() {
 
 // ---- overview: charts ----
 
-// lineChart draws series ({name, cls, values}) over the sample times as an
-// SVG with a zero line, the largest value and the time span.
-function lineChart(times, series, unit) {
+// lineChart draws series ({name, cls, values, legend}) over the bucket
+// times as an SVG with a zero line, the largest value and the time span;
+// label is what a screen reader reads of it.
+function lineChart(times, series, unit, label) {
   const NS = "http://www.w3.org/2000/svg";
   const w = 420, h = 150, left = 44, right = 8, top = 10, bottom = 22;
   const svg = document.createElementNS(NS, "svg");
   svg.setAttribute("viewBox", `0 0 ${w} ${h}`); svg.setAttribute("class", "linechart"); svg.setAttribute("role", "img");
+  svg.setAttribute("aria-label", label);
   const max = Math.max(1, ...series.flatMap((s) => s.values));
   const n = times.length;
   const x = (i) => n <= 1 ? w - right : left + (i / (n - 1)) * (w - left - right);
@@ -501,7 +504,7 @@ function lineChart(times, series, unit) {
     add("path", { d, class: "series " + s.cls, "data-series": s.name });
     add("circle", { cx: x(n - 1), cy: y(s.values[n - 1]), r: 2.5, class: "series " + s.cls });
   }
-  add("title", {}, series.map((s) => s.name + " now " + fmtNum(s.values[n - 1] || 0) + unit).join(", "));
+  add("title", {}, label);
   return svg;
 }
 
@@ -511,23 +514,34 @@ function fmtNum(v) {
 
 function drawChart(id, times, series, unit) {
   const fig = $(id);
-  fig.querySelector(".plot").replaceChildren(lineChart(times, series, unit));
-  fig.querySelector(".legend").replaceChildren(...series.map((s) =>
-    el("span", { class: "key " + s.cls }, s.name + " " + fmtNum(s.values.length ? s.values[s.values.length - 1] : 0) + unit)));
+  const label = fig.querySelector("figcaption").firstChild.textContent.trim() + ": " + series.map((s) => s.legend).join(", ");
+  fig.querySelector(".plot").replaceChildren(lineChart(times, series, unit, label));
+  fig.querySelector(".legend").replaceChildren(...series.map((s) => el("span", { class: "key " + s.cls }, s.legend)));
 }
 
+// loadStats draws the charts from the flow of the stored messages over
+// the chosen window (the same on every hub of the store, and after a
+// restart): per bucket, messages accepted and delivered (drawn per
+// second), the queue depth at its end, and the new dead letters.
 async function loadStats() {
-  const data = await api("/stats");
-  const pts = data.points || [];
-  const times = pts.map((p) => p.at);
-  const rate = (p, k) => p.period_s > 0 ? p[k] / p.period_s : 0;
+  const win = $("#stats-window").value;
+  const data = await api("/stats?window=" + encodeURIComponent(win));
+  const bs = data.buckets || [];
+  const times = bs.map((b) => b.start);
+  const sum = (k) => bs.reduce((n, b) => n + b[k], 0);
+  const per = data.bucket_s > 0 ? data.bucket_s : 1;
+  const span = " in " + win;
+  const queuedNow = bs.length ? bs[bs.length - 1].queued : 0;
+  const peakRate = (k) => fmtNum(Math.max(0, ...bs.map((b) => b[k] / per))) + "/s";
   drawChart("#chart-throughput", times, [
-    { name: "accepted", cls: "s1", values: pts.map((p) => rate(p, "accepted")) },
-    { name: "delivered", cls: "s2", values: pts.map((p) => rate(p, "delivered")) },
+    { name: "accepted", cls: "s1", values: bs.map((b) => b.accepted / per), legend: "accepted " + sum("accepted") + span + " (peak " + peakRate("accepted") + ")" },
+    { name: "delivered", cls: "s2", values: bs.map((b) => b.delivered / per), legend: "delivered " + sum("delivered") + span + " (peak " + peakRate("delivered") + ")" },
   ], "/s");
-  drawChart("#chart-queue", times, [{ name: "queued", cls: "s3", values: pts.map((p) => p.queued) }], "");
-  drawChart("#chart-dead", times, [{ name: "new dead letters", cls: "s4", values: pts.map((p) => p.dead_letters) }], "");
-  $("#stats-note").textContent = data.note;
+  drawChart("#chart-queue", times, [{ name: "queued", cls: "s3", values: bs.map((b) => b.queued),
+    legend: "queued " + queuedNow + " now (peak " + Math.max(0, ...bs.map((b) => b.queued)) + ")" }], "");
+  drawChart("#chart-dead", times, [{ name: "new dead letters", cls: "s4", values: bs.map((b) => b.dead_letters),
+    legend: "new dead letters " + sum("dead_letters") + span }], "");
+  $("#stats-note").textContent = "Buckets of " + fmtNum(per) + " s, " + data.note + ".";
 }
 
 // ---- history ----

@@ -207,14 +207,18 @@ func (s *Server) Name() string { return "mcp" }
 
 // Run does the adapter's background work until ctx ends: resource-updated
 // notifications driven by the relay's events, and the MCP tasks (those
-// left working when the hub last stopped are done again). When it
+// left working when the hub last stopped are done again; the changes
+// other hub instances make to them are heard of). When it
 // returns the tasks running here have stopped; they stay working in the
 // store for the next start.
 func (s *Server) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	if s.tasks != nil {
-		wg.Add(1)
+		stop := s.tasks.listenRemote()
+		defer stop()
+		wg.Add(2)
 		go func() { defer wg.Done(); s.tasks.resume(ctx) }()
+		go func() { defer wg.Done(); s.tasks.followRemote(ctx) }()
 	}
 	s.Watch(ctx)
 	wg.Wait()

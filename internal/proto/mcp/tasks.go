@@ -151,6 +151,12 @@ type taskManager struct {
 	cancel map[string]context.CancelFunc // tasks running here
 	ended  map[string]chan struct{}      // closed when the task ends (tasks/result waits)
 	notify notifier                      // 2025-era status notifications (stdio), or nil
+	// notifyOwner is the owner whose tasks notify tells of: the stdio
+	// session's caller.
+	notifyOwner string
+	// remote holds the tasks other instances announced a write of,
+	// for the follower to read (taskremote.go).
+	remote remoteTasks
 	// listeners are the HTTP streams hearing of status changes
 	// (taskstream.go).
 	listeners listeners
@@ -159,7 +165,8 @@ type taskManager struct {
 func newTaskManager(s *Server, store core.RecordStore) *taskManager {
 	ctx, stop := context.WithCancel(context.Background())
 	return &taskManager{s: s, store: store, ctx: ctx, stop: stop,
-		cancel: map[string]context.CancelFunc{}, ended: map[string]chan struct{}{}}
+		cancel: map[string]context.CancelFunc{}, ended: map[string]chan struct{}{},
+		remote: remoteTasks{kick: make(chan struct{}, 1)}}
 }
 
 // install registers the tasks methods and the middleware serving them.
@@ -593,9 +600,18 @@ func (m *taskManager) endedChan(id string) <-chan struct{} {
 	return ch
 }
 
-// changed tells the waiters, the HTTP streams listening and, for a 2025
-// task on stdio, the host that rec's status changed.
+// changed tells the waiters, the streams listening and, for a 2025 task
+// on stdio, the host that rec's status changed, here and (through the
+// relay's store, when it is shared) on the other hub instances.
 func (m *taskManager) changed(rec *taskRecord) {
+	m.s.relay.AnnounceRecord(core.RecordEvent{Kind: taskRecordKind, ID: rec.ID, Index: rec.Owner, Version: rec.version})
+	m.notifyLocal(rec)
+}
+
+// notifyLocal tells the waiters, the streams listening on this instance
+// and, for a 2025 task of the stdio session's caller, its host that rec's
+// status changed.
+func (m *taskManager) notifyLocal(rec *taskRecord) {
 	m.mu.Lock()
 	if rec.terminal() {
 		if ch, ok := m.ended[rec.ID]; ok {
@@ -604,6 +620,9 @@ func (m *taskManager) changed(rec *taskRecord) {
 		}
 	}
 	n := m.notify
+	if rec.Owner != m.notifyOwner {
+		n = nil // another caller's task (one the sweep took up, say)
+	}
 	m.mu.Unlock()
 	if dropped := m.listeners.notify(rec); dropped > 0 {
 		m.s.opt.Logger.Warn("mcp: task status notification dropped for a slow stream", "task", rec.ID, "streams", dropped)
@@ -619,7 +638,7 @@ func (m *taskManager) changed(rec *taskRecord) {
 // stdio router) until ctx ends.
 func (m *taskManager) notifyOver(ctx context.Context, n notifier) {
 	m.mu.Lock()
-	m.notify = n
+	m.notify, m.notifyOwner = n, ownerOf(m.s.callerOf(nil))
 	m.mu.Unlock()
 	<-ctx.Done()
 	m.mu.Lock()

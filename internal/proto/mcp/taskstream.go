@@ -40,10 +40,29 @@ import (
 // metaSubscriptionID is the _meta key naming a listen stream.
 const metaSubscriptionID = "io.modelcontextprotocol/subscriptionId"
 
-// taskNote is one notification for a listener.
+// taskNote is one notification for a listener, of task id at version
+// (none for the acknowledgement).
 type taskNote struct {
-	method string
-	params map[string]any
+	method  string
+	params  map[string]any
+	id      string
+	version int64
+}
+
+// sentVersions is the version of each task a stream last sent, so that a
+// stream sends each state once and never an older one after a newer (a
+// change seen both here and as another instance's announcement, or both
+// in a listen's first read and as a change).
+type sentVersions map[string]int64
+
+// fresh reports whether n is newer than what was sent of its task, and
+// notes it as sent if so.
+func (s sentVersions) fresh(n taskNote) bool {
+	if n.version <= s[n.id] {
+		return false
+	}
+	s[n.id] = n.version
+	return true
 }
 
 // taskListener is an open stream that wants the status changes of its
@@ -85,10 +104,7 @@ func (ls *listeners) notify(rec *taskRecord) (dropped int) {
 		if l.owner != rec.Owner || l.era != rec.Era || (l.ids != nil && !l.ids[rec.ID]) {
 			continue
 		}
-		n := taskNote{method: "notifications/tasks/status", params: rec.wire(false)}
-		if rec.Era == era2026 {
-			n = taskNote{method: "notifications/tasks", params: rec.wire(true)}
-		}
+		n := statusNote(rec)
 		select {
 		case l.ch <- n:
 		default:
@@ -96,6 +112,26 @@ func (ls *listeners) notify(rec *taskRecord) (dropped int) {
 		}
 	}
 	return dropped
+}
+
+// hasOwner reports whether a stream listens to owner's tasks.
+func (ls *listeners) hasOwner(owner string) bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	for l := range ls.set {
+		if l.owner == owner {
+			return true
+		}
+	}
+	return false
+}
+
+// statusNote is the status notification of rec, of its era.
+func statusNote(rec *taskRecord) taskNote {
+	if rec.Era == era2026 {
+		return taskNote{method: "notifications/tasks", params: rec.wire(true), id: rec.ID, version: rec.version}
+	}
+	return taskNote{method: "notifications/tasks/status", params: rec.wire(false), id: rec.ID, version: rec.version}
 }
 
 // requestCaller is the caller an HTTP request acts for (as callerOf finds
@@ -189,11 +225,15 @@ func (m *taskManager) serveStandalone(w http.ResponseWriter, r *http.Request, ne
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		sent := sentVersions{}
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case n := <-l.ch:
+				if !sent.fresh(n) {
+					continue
+				}
 				if err := inj.inject(n); err != nil {
 					m.s.opt.Logger.Debug("mcp: task status notification", "err", err)
 				}
@@ -251,23 +291,30 @@ func missingTasksCapability() *jsonrpc.Error {
 // Over one listen it agrees to at most 100 tasks.
 func (m *taskManager) listen(ctx context.Context, c caller, subID any, ids []string, send func(taskNote) error) bool {
 	owner := ownerOf(c)
+	// Listening starts before the tasks are read, so that a change made
+	// between the two is not missed (sentVersions drops the repeats); the
+	// listener takes the owner's tasks among those asked for, the stream
+	// those agreed to.
 	l := &taskListener{owner: owner, era: era2026, ids: map[string]bool{}, ch: make(chan taskNote, 32)}
-	agreed := []string{}
+	for _, tid := range ids {
+		l.ids[tid] = true
+	}
+	remove := m.listeners.add(l)
+	defer remove()
+	agreed, isAgreed := []string{}, map[string]bool{}
 	var current []*taskRecord
 	for _, tid := range ids {
-		if l.ids[tid] || len(agreed) >= 100 {
+		if isAgreed[tid] || len(agreed) >= 100 {
 			continue
 		}
 		rec, err := m.load(ctx, tid, owner)
 		if err != nil || rec.Era != era2026 {
 			continue // not the caller's (or gone): not agreed, as if it did not exist
 		}
-		l.ids[tid] = true
+		isAgreed[tid] = true
 		agreed = append(agreed, tid)
 		current = append(current, rec)
 	}
-	remove := m.listeners.add(l)
-	defer remove()
 	if send(taskNote{method: "notifications/subscriptions/acknowledged", params: map[string]any{
 		"notifications": map[string]any{"taskIds": agreed}, "_meta": map[string]any{metaSubscriptionID: subID}}}) != nil {
 		return false
@@ -277,8 +324,11 @@ func (m *taskManager) listen(ctx context.Context, c caller, subID any, ids []str
 	}
 	// The state now of each task, then every change: a task that ended
 	// between the host's last poll and this listen is not missed.
+	sent := sentVersions{}
 	for _, rec := range current {
-		if send(taskNote{method: "notifications/tasks", params: rec.wire(true)}) != nil {
+		n := statusNote(rec)
+		sent.fresh(n)
+		if send(n) != nil {
 			return false
 		}
 	}
@@ -289,6 +339,9 @@ func (m *taskManager) listen(ctx context.Context, c caller, subID any, ids []str
 		case <-m.ctx.Done():
 			return true
 		case n := <-l.ch:
+			if !isAgreed[n.id] || !sent.fresh(n) {
+				continue
+			}
 			if send(n) != nil {
 				return false
 			}

@@ -31,3 +31,27 @@ func FuzzTaskListen(f *testing.F) {
 		}
 	})
 }
+
+// TestSentVersions: a stream sends each state of a task once, and never
+// an older one after a newer, whatever order the changes arrive in (its
+// own, another instance's announcement, its first read).
+func TestSentVersions(t *testing.T) {
+	s := sentVersions{}
+	for i, c := range []struct {
+		id      string
+		version int64
+		want    bool
+	}{
+		{"a", 1, true},
+		{"a", 1, false}, // the same state again
+		{"b", 1, true},  // another task
+		{"a", 3, true},
+		{"a", 2, false}, // older than the one sent
+		{"b", 2, true},
+		{"a", 3, false},
+	} {
+		if got := s.fresh(taskNote{id: c.id, version: c.version}); got != c.want {
+			t.Errorf("step %d: fresh(%s v%d) = %v, want %v", i, c.id, c.version, got, c.want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +26,10 @@ import (
 type noteTransport struct {
 	agent string
 	notes chan map[string]any
+	// opened, if not nil, is closed when a standalone stream (a GET) is
+	// answered with an event stream: the hub is listening for it.
+	opened chan struct{}
+	once   sync.Once
 }
 
 func (t *noteTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -35,6 +40,9 @@ func (t *noteTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := http.DefaultTransport.RoundTrip(r)
 	if err != nil || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		return resp, err
+	}
+	if r.Method == http.MethodGet && t.opened != nil {
+		t.once.Do(func() { close(t.opened) })
 	}
 	pr, pw := io.Pipe()
 	body := resp.Body

@@ -3,6 +3,7 @@ package postgres
 import (
 	"encoding/json"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/switchboard-hub/switchboard/internal/core"
 )
@@ -106,23 +107,64 @@ func receiptPayloads(lines []string) []string {
 // ParseReceipts splits a ReceiptChannel payload into its entries. Lines
 // that are neither a JSON string nor a receipt with a message id are
 // skipped: a notification is a hint, never worth an error.
-func ParseReceipts(payload string) []ReceiptNote {
+func ParseReceipts(payload string) []ReceiptNote { return ParseReceiptsFor(payload, nil) }
+
+// ParseReceiptsFor is ParseReceipts keeping only the entries of message
+// ids for which want reports true (all when want is nil). A receipt is
+// decoded only when wanted: every instance hears every instance's
+// receipts, and most are of messages nobody there waits for.
+func ParseReceiptsFor(payload string, want func(id string) bool) []ReceiptNote {
 	var out []ReceiptNote
 	for line := range strings.SplitSeq(payload, "\n") {
+		if want != nil {
+			if id, ok := lineID(line); ok && !want(id) {
+				continue
+			}
+		}
+		var n ReceiptNote
 		switch {
 		case strings.HasPrefix(line, `"`):
-			var id string
-			if json.Unmarshal([]byte(line), &id) == nil && id != "" {
-				out = append(out, ReceiptNote{ID: id})
+			if json.Unmarshal([]byte(line), &n.ID) != nil || n.ID == "" {
+				continue
 			}
 		case strings.HasPrefix(line, "{"):
 			rc := new(core.Receipt)
-			if json.Unmarshal([]byte(line), rc) == nil && rc.MessageID != "" {
-				out = append(out, ReceiptNote{ID: rc.MessageID, Receipt: rc})
+			if json.Unmarshal([]byte(line), rc) != nil || rc.MessageID == "" {
+				continue
 			}
+			n = ReceiptNote{ID: rc.MessageID, Receipt: rc}
+		default:
+			continue
+		}
+		if want == nil || want(n.ID) {
+			out = append(out, n)
 		}
 	}
 	return out
+}
+
+// receiptPrefix is how a receipt's line begins (encoding/json writes the
+// fields of core.Receipt in order, the message id first).
+const receiptPrefix = `{"message_id":"`
+
+// lineID reads the message id of a payload line without decoding it, when
+// that is plain: an id line or a receipt line whose id has no escape.
+// Otherwise ok is false and the line must be decoded to know.
+func lineID(line string) (id string, ok bool) {
+	var rest string
+	switch {
+	case strings.HasPrefix(line, receiptPrefix):
+		rest = line[len(receiptPrefix):]
+	case strings.HasPrefix(line, `"`) && strings.HasSuffix(line, `"`) && len(line) >= 2:
+		rest = line[1:]
+	default:
+		return "", false
+	}
+	i := strings.IndexByte(rest, '"')
+	if i <= 0 || strings.IndexByte(rest[:i], '\\') >= 0 || !utf8.ValidString(rest[:i]) {
+		return "", false // decoding would unescape or replace bytes
+	}
+	return rest[:i], true
 }
 
 // ReceiptIDs is the message ids of a ReceiptChannel payload (see

@@ -131,3 +131,67 @@ func FuzzParseReceipts(f *testing.F) {
 		}
 	})
 }
+
+// TestParseReceiptsFor: only the wanted ids come back, whether a line is
+// a receipt or an id, plain or escaped; record lines and junk are skipped.
+func TestParseReceiptsFor(t *testing.T) {
+	lines := encodeEnded([]ended{
+		{id: "m1", rc: receiptFor("m1", "")},
+		{id: "m2"},
+		{id: `q"uote`, rc: receiptFor(`q"uote`, "")},
+		{id: "<html>"},
+		{id: "m3", rc: receiptFor("m3", `{"n":1}`)},
+	})
+	lines = append(lines, `["record","i1","task","t1","owner",1]`, `{"message_id":`, `"`, "")
+	payload := strings.Join(lines, "\n")
+	for _, c := range []struct {
+		name string
+		want map[string]bool
+		ids  []string
+	}{
+		{"all", nil, []string{"m1", "m2", `q"uote`, "<html>", "m3"}},
+		{"none", map[string]bool{}, nil},
+		{"plain receipt and id", map[string]bool{"m1": true, "m2": true}, []string{"m1", "m2"}},
+		{"escaped ids", map[string]bool{`q"uote`: true, "<html>": true}, []string{`q"uote`, "<html>"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var want func(string) bool
+			if c.want != nil {
+				want = func(id string) bool { return c.want[id] }
+			}
+			var got []string
+			for _, n := range ParseReceiptsFor(payload, want) {
+				got = append(got, n.ID)
+				if (n.ID == "m1" || n.ID == "m3") && (n.Receipt == nil || n.Receipt.MessageID != n.ID) {
+					t.Errorf("%s: receipt %+v", n.ID, n.Receipt)
+				}
+			}
+			if strings.Join(got, "|") != strings.Join(c.ids, "|") {
+				t.Errorf("ids %q, want %q", got, c.ids)
+			}
+		})
+	}
+}
+
+// FuzzLineID: whenever lineID reads an id without decoding, it is the id
+// the line decodes to.
+func FuzzLineID(f *testing.F) {
+	for _, l := range encodeEnded([]ended{{id: "m1", rc: receiptFor("m1", "")}, {id: "m2"}, {id: `a\b`}, {id: "é"}}) {
+		f.Add(l)
+	}
+	f.Add(`{"message_id":"x"}`)
+	f.Add(`""`)
+	f.Fuzz(func(t *testing.T, line string) {
+		if strings.Contains(line, "\n") {
+			return // a payload's lines never hold one
+		}
+		id, ok := lineID(line)
+		if !ok {
+			return
+		}
+		notes := ParseReceipts(line)
+		if len(notes) == 1 && notes[0].ID != id {
+			t.Fatalf("lineID(%q) = %q, decoded %q", line, id, notes[0].ID)
+		}
+	})
+}

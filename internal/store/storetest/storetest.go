@@ -50,6 +50,7 @@ func Run(t *testing.T, open func(t *testing.T) core.Store) {
 		{"Records", recordCases},
 		{"Identity", identityCases},
 		{"Text", textCases},
+		{"Flow", flowCases},
 		{"Concurrent", concurrentCases},
 		{"Ping", []testCase{{"answers", func(t *testing.T, s core.Store) {
 			if err := s.Ping(context.Background()); err != nil {

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -60,5 +61,27 @@ func TestFreeAddr(t *testing.T) {
 func TestBuildKeepsAGivenBinary(t *testing.T) {
 	if got, err := Build("/some/switchboard", t.TempDir()); err != nil || got != "/some/switchboard" {
 		t.Errorf("Build = %q, %v; want the given binary", got, err)
+	}
+}
+
+// TestWaitReadyNoticesExit: a hub whose process ends before it is ready
+// (here a command that exits at once) makes WaitReady return ErrExited
+// rather than wait out its limit.
+func TestWaitReadyNoticesExit(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err := FreeAddr() // nothing listens there
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := Start(sh, addr, "-c", "exit 3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Stop()
+	if err := h.WaitReady(time.Millisecond, time.Hour); !errors.Is(err, ErrExited) {
+		t.Fatalf("WaitReady: %v, want ErrExited", err)
 	}
 }

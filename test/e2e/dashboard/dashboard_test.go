@@ -106,7 +106,8 @@ func pngBase64(t *testing.T) string {
 
 func TestDashboardInChromium(t *testing.T) {
 	node, chromium := requirements(t)
-	h, base := hubtest.Start(t, hub.Options{Callbacks: ssrf.Policy{AllowLoopback: true}})
+	opt := hub.Options{DataDir: t.TempDir(), Callbacks: ssrf.Policy{AllowLoopback: true}}
+	h, base, stop := hubtest.StartStop(t, opt)
 	tok := h.AdminToken
 	host := h.Relay.Config().Host
 	uri := func(id string) string { return "agent://" + host + "/" + id }
@@ -182,6 +183,14 @@ func TestDashboardInChromium(t *testing.T) {
 			"tool_result": map[string]any{"exit_code": map[bool]int{true: 0, false: 1}[ok], "stderr": "boom"}, "success": ok})
 	}
 
+	// Restart the hub on the same store: the browser meets a process that
+	// saw none of the traffic above, so the charts must come from the store.
+	stop()
+	h, base = hubtest.Start(t, opt)
+	if h.AdminToken != tok {
+		t.Fatal("the restarted hub has another admin token")
+	}
+
 	shots, _ := filepath.Abs("screenshots")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -190,7 +199,8 @@ func TestDashboardInChromium(t *testing.T) {
 		"BASE_URL="+base, "ADMIN_TOKEN="+tok, "CHROMIUM="+chromium, "SCREENSHOTS="+shots,
 		"EXPECT_AGENTS=translator,flaky-worker,alice,vision", "EXPECT_CONVERSATION="+a.ConversationID,
 		"EXPECT_DEAD_LETTER=dead-1", "LIVE_SENDER=translator", "LIVE_RECEIVER=translator", "EXPECT_AMP_SESSION=session-e2e",
-		"HISTORY_AGENT=archivist", "HISTORY_COUNT=30", "HISTORY_NEEDLE=needle-7f3")
+		"HISTORY_AGENT=archivist", "HISTORY_COUNT=30", "HISTORY_NEEDLE=needle-7f3",
+		"EXPECT_ACCEPTED=32") // pic-1, dead-1 and the 30 queued
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()

@@ -1,0 +1,41 @@
+package postgres_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/switchboard-hub/switchboard/internal/core"
+	"github.com/switchboard-hub/switchboard/internal/store/postgres"
+)
+
+// TestRecordAnnouncedAcrossInstances: a record write one instance
+// announces reaches another instance's receipt listener, which reads it
+// as that record's event; the announcing instance, which hears its own
+// notifications too, reads none from the same payload.
+func TestRecordAnnouncedAcrossInstances(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	u, schema := freshSchema(t)
+	s1, s2 := openAt(t, u, schema), openAt(t, u, schema)
+	receipts, err := s2.Notifier().Listen(ctx, s2.ReceiptChannel())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s1.PutRecord(ctx, core.Record{Kind: "mcp_task", ID: "t1", Index: "owner", Data: []byte(`{}`), UpdatedAt: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := core.RecordEvent{Kind: r.Kind, ID: r.ID, Index: r.Index, Version: r.Version}
+	s1.AnnounceRecord(ev)
+	p := recv(t, receipts, "the announcement of a record write")
+	if got := s2.RecordEvents(p); !slices.Equal(got, []core.RecordEvent{ev}) {
+		t.Fatalf("payload %q: RecordEvents on the other instance = %v, want %v", p, got, ev)
+	}
+	if got := s1.RecordEvents(p); len(got) != 0 {
+		t.Fatalf("payload %q: RecordEvents on the announcing instance = %v, want none", p, got)
+	}
+	if got := postgres.ParseReceipts(p); len(got) != 0 {
+		t.Fatalf("payload %q: ParseReceipts = %v, want no receipts", p, got)
+	}
+}

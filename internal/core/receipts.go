@@ -40,9 +40,9 @@ const (
 
 // waitFor polls check whenever key is notified, and also now and then —
 // 250 ms after it starts, then twice as long each time up to every 2 s —
-// so that changes made by other hub instances are seen too (receipts that
-// end there are notified here on stores that share them; results are
-// not). A wait that polled every 250 ms cost a store read four times a
+// so that changes made by other hub instances are seen too (stores that
+// share them notify receipts that end there, and results accepted there,
+// through NotifyReceipt and NotifyResult; a notification can be lost). A wait that polled every 250 ms cost a store read four times a
 // second for as long as it lasted, and waits can be many and long.
 func waitFor[T any](ctx context.Context, r *Relay, key string, check func() (T, bool, error)) (T, error) {
 	ch := make(chan struct{}, 1)
@@ -148,6 +148,11 @@ func (r *Relay) Follows(id string) bool {
 	r.mu.Unlock()
 	return n > 0 || r.attempts.watching(id)
 }
+
+// NotifyResult wakes whoever waits for results correlated to message id
+// (and its OnMessageEvent callbacks); stores shared between instances
+// call it when another instance accepted such a result.
+func (r *Relay) NotifyResult(id string) { r.notify(resultKeyPrefix + id) }
 
 // NotifyReceipt wakes whoever waits for message id's receipt; stores shared
 // between instances call it when another instance ended a message.

@@ -462,7 +462,8 @@ func listen(ctx context.Context, pg *postgres.Store) (due, receipts <-chan strin
 // follow wakes the relay on the notifications of listen until ctx ends:
 // its scheduler only for due work this instance should claim now (see
 // postgres.Store.DueWake), the waits for receipts with the receipts the
-// notifications carry, and the followers of records with the writes
+// notifications carry, the waits for results with the replies other
+// instances accepted, and the followers of records with the writes
 // other instances announced (core.RecordEvent).
 func follow(ctx context.Context, pg *postgres.Store, due, receipts <-chan string, relay *core.Relay, log *slog.Logger) {
 	for {
@@ -493,6 +494,9 @@ func follow(ctx context.Context, pg *postgres.Store, due, receipts <-chan string
 			}
 			for _, ev := range pg.RecordEvents(payload) {
 				relay.NotifyRecord(ev)
+			}
+			for _, id := range pg.ResultEvents(payload) {
+				relay.NotifyResult(id)
 			}
 		}
 	}

@@ -19,8 +19,8 @@ import (
 // (core.Relay.OnMessageEvent), and otherwise checks it now and then —
 // after 1 s, then twice as long each time up to followMaxGap, or longer
 // when so many tasks are open that their checks would pass
-// followMaxChecks a second — which catches results another hub instance
-// accepted (those are not notified across instances). A goroutine per task, blocked in WaitReceipt and
+// followMaxChecks a second — which catches what another hub instance
+// changed when its notification was lost. A goroutine per task, blocked in WaitReceipt and
 // WaitResult until the message's TTL plus Options.ResultWait, cost about
 // 20 KiB and four store reads a second for each task a receiver had not
 // answered.

@@ -3,67 +3,18 @@ package mcp_test
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"net/http"
-	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
 	mcpadapter "github.com/switchboard-hub/switchboard/internal/proto/mcp"
 )
-
-// sharedDB creates a fresh database on the PostgreSQL test server named
-// by SWITCHBOARD_TEST_POSTGRES, for hubs to share, and drops it when the
-// test ends (after the hubs have stopped: cleanups run last first).
-// Without the variable the test fails under CI and is skipped elsewhere.
-func sharedDB(t *testing.T) string {
-	t.Helper()
-	base := os.Getenv("SWITCHBOARD_TEST_POSTGRES")
-	if base == "" {
-		msg := `SWITCHBOARD_TEST_POSTGRES is not set; start a test server with export SWITCHBOARD_TEST_POSTGRES="$(scripts/postgres-test-server.sh start)"`
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
-	name := "sb_mcp_" + hex.EncodeToString(rnd[:])
-	admin := func(sql string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, base)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(ctx)
-		_, err = conn.Exec(ctx, sql)
-		return err
-	}
-	if err := admin("CREATE DATABASE " + pgx.Identifier{name}.Sanitize()); err != nil {
-		t.Fatalf("create database %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		if err := admin("DROP DATABASE IF EXISTS " + pgx.Identifier{name}.Sanitize() + " WITH (FORCE)"); err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatalf("SWITCHBOARD_TEST_POSTGRES: %v", err)
-	}
-	u.Path = "/" + name
-	return u.String()
-}
 
 // taskStream is a 2026-07-28 subscriptions/listen for task ids over HTTP:
 // the task ids its acknowledgement agreed to, and its task notifications
@@ -206,7 +157,7 @@ func outcome(n map[string]any) map[string]any {
 // start-up sweep completes — while another caller's listen on A agrees to
 // and hears none of them.
 func TestTaskStatusAcrossInstances2026(t *testing.T) {
-	db := sharedDB(t)
+	db := hubtest.PostgresDB(t)
 	_, a := hubtest.Start(t, hub.Options{StoreURL: db})
 	_, b := hubtest.Start(t, hub.Options{StoreURL: db})
 	alice, bob, carol := registerToken(t, a, "alice"), registerToken(t, a, "bob"), registerToken(t, a, "carol")
@@ -367,7 +318,7 @@ func send2025(t *testing.T, rpc func(string) map[string]any, to, text string) st
 // when the answer, accepted by A, reaches it — while the stream of
 // another agent's session on A hears only of that agent's own task.
 func TestTaskStatusAcrossInstances2025(t *testing.T) {
-	db := sharedDB(t)
+	db := hubtest.PostgresDB(t)
 	_, a := hubtest.Start(t, hub.Options{StoreURL: db, Dev: true})
 	_, b := hubtest.Start(t, hub.Options{StoreURL: db, Dev: true})
 	if code := postJSON(t, a+"/atp/register", map[string]any{"agent_id": "carol"}, nil); code != http.StatusOK {

@@ -158,6 +158,9 @@ func (s *Store) accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 			case queued:
 				s.signalAccepted() // a handed-off message is no other instance's work
 			}
+			if m.CorrelationID != "" {
+				s.signalResult(m.CorrelationID)
+			}
 			return res, a.pulled, nil
 		}
 		// Nothing inserted: the id is taken, or the queue is full.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/store/postgres"
@@ -37,5 +38,32 @@ func TestRecordAnnouncedAcrossInstances(t *testing.T) {
 	}
 	if got := postgres.ParseReceipts(p); len(got) != 0 {
 		t.Fatalf("payload %q: ParseReceipts = %v, want no receipts", p, got)
+	}
+}
+
+// TestResultAnnouncedAcrossInstances: a message correlated to another one
+// (a reply), accepted by one instance, is announced to the others'
+// receipt listeners as a result of the message it answers.
+func TestResultAnnouncedAcrossInstances(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	u, schema := freshSchema(t)
+	s1, s2 := openAt(t, u, schema), openAt(t, u, schema)
+	receipts, err := s2.Notifier().Listen(ctx, s2.ReceiptChannel())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &core.Message{ID: "answer-1", Sender: "helper", Receiver: "asker", Type: "task.result", CorrelationID: "question-1",
+		ReceivedAt: base, ExpiresAt: base.Add(time.Hour), TTL: time.Hour}
+	r := &core.Receipt{MessageID: m.ID, Sender: m.Sender, Receiver: m.Receiver, Status: core.StatusQueued, CreatedAt: base, UpdatedAt: base, ExpiresAt: m.ExpiresAt}
+	if _, err := s1.Accept(ctx, m, r, 0); err != nil {
+		t.Fatal(err)
+	}
+	p := recv(t, receipts, "the announcement of a result")
+	if got := s2.ResultEvents(p); !slices.Equal(got, []string{"question-1"}) {
+		t.Fatalf("payload %q: ResultEvents on the other instance = %q, want question-1", p, got)
+	}
+	if got := s1.ResultEvents(p); len(got) != 0 {
+		t.Fatalf("payload %q: ResultEvents on the accepting instance = %q, want none", p, got)
 	}
 }

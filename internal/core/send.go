@@ -161,7 +161,12 @@ func (r *Relay) send(ctx context.Context, p Principal, m *Message, claim bool) (
 					"message_id", m.ID, "receiver", m.Receiver)
 			}
 		case recv.Endpoint.Pushable() && recv.Alive(now):
-			r.wakeScheduler()
+			if !res.LaneClaimed {
+				// A claimed lane's claimant takes the message: a look for
+				// due lanes would find nothing (a transaction on a shared
+				// store, for each message to a busy lane).
+				r.wakeScheduler()
+			}
 			r.wakeStream(m.Receiver)
 		default:
 			// Only a pull or a stream can take it now. The scheduler would

@@ -68,6 +68,12 @@ type LaneResult struct {
 type AcceptResult struct {
 	Receipt   Receipt
 	Duplicate bool // the message id was seen before; Receipt is the first outcome
+	// LaneClaimed reports, when a store can tell, that the message's lane
+	// was claimed for delivery (by any instance) as the message was
+	// stored: the claimant delivers it, so the relay need not look for
+	// due lanes. A store that releases a lane looks again afterwards,
+	// which covers an accept racing the release.
+	LaneClaimed bool
 }
 
 // DeadLetterFilter selects dead letters.

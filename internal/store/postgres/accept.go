@@ -56,7 +56,10 @@ type acceptAns struct {
 	seq    int64
 	pulled bool
 	stored bool // false: the id was taken, or the queue was full
-	err    error
+	// claimed: the message's lane was claimed when it was stored (as the
+	// statement saw the database, before its own writes).
+	claimed bool
+	err     error
 }
 
 // startAcceptors starts the batch workers; they stop when s.quit closes.
@@ -133,7 +136,8 @@ func (s *Store) submitAccept(q *acceptReq) acceptAns {
 // receiver's queued messages can be pulled at $16 — the first
 // handoffReach looked at) read the database as it was before the batch,
 // so concurrent sends to one receiver pass maxQueue by at most their
-// number, as before. A lane is created if missing, never updated (see
+// number, as before; so does the lane's claim each row answers (see
+// core.AcceptResult.LaneClaimed). A lane is created if missing, never updated (see
 // lanes.go); conversations and participants are written once per key for
 // the whole batch, in key order (the lock order every write follows).
 var acceptBatchSQL = `WITH i AS (
@@ -179,7 +183,8 @@ var acceptBatchSQL = `WITH i AS (
 	WHERE conversation_id IS NOT NULL GROUP BY conversation_id, a ORDER BY conversation_id, a
 	ON CONFLICT DO NOTHING
 )
-SELECT id, seq, pulled FROM ins`
+SELECT ins.id, ins.seq, ins.pulled, COALESCE(l.claim_until > f.received_at, false) AS claimed
+FROM ins JOIN f USING (id) LEFT JOIN lanes l ON l.receiver = f.receiver AND l.sender = f.sender`
 
 // acceptBatch stores a batch and answers each request.
 func (s *Store) acceptBatch(batch []*acceptReq) {
@@ -260,9 +265,9 @@ func (s *Store) acceptMany(batch []*acceptReq) error {
 		if err == nil {
 			var id string
 			var seq int64
-			var pulled bool
-			_, err = pgx.ForEachRow(rows, []any{&id, &seq, &pulled}, func() error {
-				got[id] = acceptAns{seq: seq, pulled: pulled, stored: true}
+			var pulled, claimed bool
+			_, err = pgx.ForEachRow(rows, []any{&id, &seq, &pulled, &claimed}, func() error {
+				got[id] = acceptAns{seq: seq, pulled: pulled, stored: true, claimed: claimed}
 				return nil
 			})
 		}
@@ -314,7 +319,7 @@ func (s *Store) acceptOne(q *acceptReq) {
 	}
 	var a acceptAns
 	for range maxTxAttempts {
-		a.err = s.pool.QueryRow(context.Background(), sql, args...).Scan(&a.seq, &a.pulled)
+		a.err = s.pool.QueryRow(context.Background(), sql, args...).Scan(&a.seq, &a.pulled, &a.claimed)
 		if a.err == nil {
 			a.stored = true
 			break

@@ -98,7 +98,7 @@ func acceptStatement(pulled bool) string {
 	SELECT DISTINCT $10::text, a, $13::timestamptz FROM ins, unnest(ARRAY[$2::text, $3::text]) AS a WHERE $10::text IS NOT NULL
 	ON CONFLICT DO NOTHING
 )
-SELECT seq, pulled FROM ins`
+SELECT seq, pulled, COALESCE((SELECT claim_until > $13::timestamptz FROM lanes WHERE receiver = $3::text AND sender = $2::text), false) FROM ins`
 }
 
 // Accept implements core.Store. maxQueue is exact for one lane; concurrent
@@ -150,7 +150,7 @@ func (s *Store) accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 		}
 		if a.stored {
 			m.Seq = a.seq
-			res := core.AcceptResult{Receipt: *r}
+			res := core.AcceptResult{Receipt: *r, LaneClaimed: a.claimed && queued && !a.pulled}
 			switch {
 			case a.pulled:
 				m.Attempts = 1

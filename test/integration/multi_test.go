@@ -2,13 +2,9 @@ package integration
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"maps"
 	"net/http/httptest"
-	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -16,61 +12,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/switchboard-hub/switchboard/client"
+	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
 	"github.com/switchboard-hub/switchboard/internal/proctest"
 	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
 // postgresDB creates a fresh database on the PostgreSQL test server named by
-// SWITCHBOARD_TEST_POSTGRES, applies the schema with `switchboard migrate`,
-// and drops the database when the test ends (after the hubs using it have
-// been killed). Without the variable the test fails under CI and is skipped
-// elsewhere.
+// SWITCHBOARD_TEST_POSTGRES (hubtest.PostgresDB: dropped when the test ends,
+// after the hubs using it have been killed; without the variable the test
+// fails under CI and is skipped elsewhere) and applies the schema with
+// `switchboard migrate`.
 func postgresDB(t *testing.T) string {
 	t.Helper()
-	base := os.Getenv("SWITCHBOARD_TEST_POSTGRES")
-	if base == "" {
-		msg := `SWITCHBOARD_TEST_POSTGRES is not set; start a test server with export SWITCHBOARD_TEST_POSTGRES="$(scripts/postgres-test-server.sh start)"`
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	db := hubtest.PostgresDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
-	name := "sb_it_" + hex.EncodeToString(rnd[:])
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("connect to the test server: %v", err)
-	}
-	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
-	conn.Close(ctx)
-	if err != nil {
-		t.Fatalf("create database %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatalf("SWITCHBOARD_TEST_POSTGRES: %v", err)
-	}
-	u.Path = "/" + name
-	db := u.String()
 	out, err := proctest.Command(ctx, proctest.Binary(t), "migrate", "--store", db).CombinedOutput()
 	if err != nil {
 		t.Fatalf("switchboard migrate: %v\n%s", err, out)

@@ -66,6 +66,7 @@ var everydayAllowed = []string{
 	"git apply fix.diff && make test",
 	"git -C . checkout feature && make",
 	"git worktree list && make",
+	"git checkout -q -b solo && git pull && make", // no upstream
 	// Builds, tests and linters.
 	"make",
 	"make -j4 all",

@@ -501,6 +501,11 @@ func readGitVersion(ctx context.Context, root, ref, rel string) (data []byte, pr
 		return body, true, nil
 	}
 	typ, body, err := ask(ref + "^{tree}")
+	if err != nil && ctx.Err() == nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
+		// git dies on some names it cannot resolve (@{upstream} with
+		// no upstream, @{-1} with no earlier branch)
+		return nil, false, &errUnknownRef{ref: ref}
+	}
 	if err != nil {
 		return nil, false, err
 	}

@@ -267,10 +267,13 @@ var fsCommands = []fsCase{
 	{"mkdir d && cp -r scripts d && bash d/scripts/evil.sh", CodeBlind, true},
 	{"mkdir d && mv scripts d/ && bash d/scripts/evil.sh", CodeBlind, true},
 	{"unzip -o /tmp/x.zip && make", CodeBlind, false},
-	{"git checkout -q feature && bash scripts/ok.sh", CodeBlind, false},
-	{"git apply /tmp/p.diff && bash scripts/ok.sh", CodeBlind, false},
-	{"git pull && make -f mk/ok.mk", CodeBlind, false},
-	{"git stash pop && ./scripts/ok.sh", CodeBlind, false},
+	// Git sets tracked files to versions the guard reads as well
+	// (everyday_test.go); these scripts are untracked in every version.
+	{"git checkout -q feature && bash scripts/ok.sh", "", false},
+	{"git apply /tmp/p.diff && bash scripts/ok.sh", "", false},
+	{"git pull && make -f mk/ok.mk", "", false},
+	{"git stash pop && ./scripts/ok.sh", "", false},
+	{"git worktree add ../wt feature && bash ../wt/scripts/ok.sh", CodeBlind, false},
 
 	// Python, Perl and Node scripts already on disk.
 	{"python3 scripts/evil.py", CodeDestructive, true},

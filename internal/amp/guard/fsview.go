@@ -25,10 +25,43 @@ type fsView struct {
 	// trees maps directories under which an earlier command writes files
 	// it does not name (tar x, git checkout, cp -r) to that command.
 	trees map[string]string
+	// gitTrees maps work trees where an earlier git command sets tracked
+	// files to versions git holds (git checkout REF, git stash) to them.
+	gitTrees map[string][]gitVersion
+	// needed are the versions of scripts read in this pass, to check in
+	// further passes.
+	needed []gitVersion
+	// variant is the version checked in this pass (nil: the disk's).
+	variant *gitVersion
+	// newRefs maps branches and tags made earlier in the same call
+	// (work tree, NUL, name) to the revision they were made at.
+	newRefs map[string]string
 }
 
 func newFSView() *fsView {
-	return &fsView{links: map[string]string{}, written: map[string]bool{}, trees: map[string]string{}}
+	return &fsView{links: map[string]string{}, written: map[string]bool{}, trees: map[string]string{},
+		gitTrees: map[string][]gitVersion{}, newRefs: map[string]string{}}
+}
+
+// registered reports whether an earlier git command of this pass may put
+// the version v in its work tree.
+func (v *fsView) registered(g gitVersion) bool {
+	for _, x := range v.gitTrees[g.root] {
+		if x.ref == g.ref {
+			return true
+		}
+	}
+	return false
+}
+
+// need records the versions that may replace the file at abs (logical)
+// or r (physical).
+func (v *fsView) need(abs, r string) {
+	for root, vs := range v.gitTrees {
+		if within(abs, root) || within(r, root) || (realDir(root) != "" && within(r, realDir(root))) {
+			v.needed = append(v.needed, vs...)
+		}
+	}
 }
 
 // readlink returns the target of the link at abs: one the script made,

@@ -18,6 +18,7 @@ func FuzzCheck(f *testing.F) {
 	f.Add("Bash", "ln -sfn .git g && ln -sr g/../g h; rm -rf h/objects g/")
 	f.Add("Bash", "echo 'rm -rf .git' > x.sh; PATH=.:$PATH x.sh; . ./x.sh; bash < x.sh")
 	f.Add("Bash", "declare -n r=x; find -L /etc -maxdepth 0 -follow -delete; sh -c '$0 x' /bin/true")
+	f.Add("Bash", "git branch x v && git -C . checkout -b y x -- && git stash pop 1; git pull o +a:b && make -f m; ./b.sh")
 	f.Fuzz(func(t *testing.T, tool, arg string) {
 		key := "command"
 		if tool != "Bash" {

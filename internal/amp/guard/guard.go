@@ -386,17 +386,48 @@ func checkCommand(ps paths, raw, cwd string) (d Decision) {
 			d = Decision{Deny: true, Code: CodeGuardError, Reason: fmt.Sprintf("%s: the guard failed on this command: %v", CodeGuardError, p)}
 		}
 	}()
-	a := &analyzer{paths: ps}
-	s := newState(a, "")
-	if filepath.IsAbs(cwd) {
-		s.cwd = filepath.Clean(cwd)
-		a.startCwd = s.cwd
+	// The first pass reads files as they are on disk. A script read
+	// after a git command that may set it to another version (git
+	// checkout REF, git stash pop) is read again in a pass of its own
+	// for each such version.
+	seen := map[gitVersion]bool{} // by ""
+	var queue []gitVersion
+	for pass := 0; ; pass++ {
+		a := &analyzer{paths: ps}
+		a.fs = newFSView()
+		if pass > 0 {
+			v := queue[0]
+			queue = queue[1:]
+			a.fs.variant = &v
+		}
+		s := newState(a, "")
+		if filepath.IsAbs(cwd) {
+			s.cwd = filepath.Clean(cwd)
+			a.startCwd = s.cwd
+		}
+		a.script(s, raw)
+		if a.found != nil {
+			if v := a.fs.variant; v != nil && !strings.Contains(a.found.Reason, v.by) {
+				a.found.Reason += " (as " + clip(printable(v.by)) + " may leave it: version " + clip(printable(v.ref)) + ")"
+			}
+			return *a.found
+		}
+		for _, v := range a.fs.needed {
+			k := v
+			k.by = ""
+			if !seen[k] {
+				seen[k] = true
+				queue = append(queue, v)
+			}
+		}
+		if len(queue) == 0 {
+			return Decision{}
+		}
+		if pass+1 > maxVersionPasses {
+			return Decision{Deny: true, Code: CodeBlind, Reason: CodeBlind + ": the command runs scripts after git " +
+				"commands that may check out more versions than the guard reads (run the scripts in a separate call)"}
+		}
 	}
-	a.script(s, raw)
-	if a.found != nil {
-		return *a.found
-	}
-	return Decision{}
 }
 
 // clip shortens s for a reason text.

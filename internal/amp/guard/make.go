@@ -227,6 +227,19 @@ func (a *analyzer) makeRun(s *shState, name string, args []string, in input, env
 				break
 			}
 		}
+		for _, f := range []string{"GNUmakefile", "makefile", "Makefile"} {
+			if len(files) > 0 {
+				break
+			}
+			// none on disk: an earlier git command may check one out
+			p := path.Join(dir, f)
+			a.fs.need(p, p)
+			if _, use, ok := a.versionText(p, p, name); !ok {
+				return
+			} else if use {
+				files = []string{p}
+			}
+		}
 		if len(files) == 0 {
 			return // no makefile: make only knows built-in rules
 		}

@@ -76,16 +76,8 @@ func (a *analyzer) recordCopies(s *shState, base string, args []string) bool {
 	return true
 }
 
-// gitUnnamed are git subcommands that write files of the work tree
-// without naming them (a branch's tree, a patch, a merge).
-var gitUnnamed = map[string]bool{
-	"checkout": true, "restore": true, "reset": true, "stash": true, "merge": true, "pull": true, "apply": true,
-	"am": true, "cherry-pick": true, "revert": true, "switch": true, "rebase": true, "clone": true, "worktree": true,
-	"read-tree": true, "checkout-index": true,
-}
-
 // unnamedWrites returns the directory under which an extractor (tar x,
-// unzip, 7z x, patch, cpio -i) or git writes files it does not name.
+// unzip, 7z x, patch, cpio -i) writes files it does not name ("" for /).
 func (a *analyzer) unnamedWrites(s *shState, base string, args []string) (string, bool) {
 	at := func(d string) string {
 		if d == "" {
@@ -114,67 +106,51 @@ func (a *analyzer) unnamedWrites(s *shState, base string, args []string) (string
 	}
 	switch base {
 	case "tar", "bsdtar", "gtar":
-		extract := false
+		extract, dirs := false, 0
 		for i, x := range args {
 			if x == "--extract" || x == "--get" || (i == 0 && !strings.HasPrefix(x, "-") && strings.Contains(x, "x")) ||
 				(len(x) > 1 && x[0] == '-' && x[1] != '-' && strings.Contains(x, "x")) {
 				extract = true
 			}
+			if x == "-P" || x == "--absolute-names" || (len(x) > 1 && x[0] == '-' && x[1] != '-' && strings.Contains(x, "P")) ||
+				(i == 0 && !strings.HasPrefix(x, "-") && strings.Contains(x, "P")) {
+				return "", true // absolute member names: anywhere
+			}
+			if x == "-C" || x == "--directory" || strings.HasPrefix(x, "--directory=") || strings.HasPrefix(x, "--dir") ||
+				(strings.HasPrefix(x, "-C") && !strings.HasPrefix(x, "--")) {
+				dirs++
+			}
 		}
-		if extract {
-			return at(value("-C", "--directory")), true
+		if !extract {
+			return "", false
 		}
+		if dirs > 1 {
+			return "", true // -C given again moves on from the last one
+		}
+		// GNU tar and bsdtar drop a leading / and refuse ".." in member
+		// names, and do not extract through a symlink an archive made:
+		// the files land under the -C directory.
+		return at(value("-C", "--directory")), true
 	case "unzip":
 		for _, x := range args {
 			if x == "-l" || x == "-t" || x == "-p" || x == "-Z" || x == "-v" {
 				return "", false
 			}
 		}
+		// unzip drops "../" and a leading /, and makes symlinks last
 		return at(value("-d", "--exdir")), true
 	case "7z", "7za", "7zr":
 		if len(args) > 0 && (args[0] == "x" || args[0] == "e") {
-			return at(value("-o", "")), true
+			return "", true // 7-Zip has written through archived symlinks: anywhere
 		}
-	case "patch", "cpio":
-		if base == "cpio" {
-			ok := false
-			for _, x := range args {
-				if x == "--extract" || (len(x) > 1 && x[0] == '-' && x[1] != '-' && strings.Contains(x, "i")) {
-					ok = true
-				}
-			}
-			if !ok {
-				return "", false
+	case "cpio":
+		for _, x := range args {
+			if x == "--extract" || (len(x) > 1 && x[0] == '-' && x[1] != '-' && strings.Contains(x, "i")) {
+				return "", true // cpio keeps absolute and ".." names: anywhere
 			}
 		}
+	case "patch":
 		return at(value("-d", "--directory")), true
-	case "git":
-		sub, dir := "", ""
-		for i := 0; i < len(args); i++ {
-			x := args[i]
-			if (x == "-C" || x == "-c") && i+1 < len(args) {
-				if x == "-C" {
-					dir = path.Join(dir, args[i+1])
-				}
-				i++
-				continue
-			}
-			if !strings.HasPrefix(x, "-") {
-				sub = x
-				break
-			}
-		}
-		if !gitUnnamed[sub] {
-			return "", false
-		}
-		if (sub == "stash" || sub == "worktree") && len(args) > 1 && (args[len(args)-1] == "list" || contains(args, "list") || contains(args, "show")) {
-			return "", false
-		}
-		root := at(dir)
-		if root != "" {
-			root = repoRoot(root)
-		}
-		return root, true
 	}
 	return "", false
 }
@@ -202,6 +178,28 @@ func (a *analyzer) mention(s *shState, base string, args []string) {
 		a.fs.tree(dir, base+" "+clip(printable(strings.Join(args, " "))))
 	}
 	if base == "git" {
+		kind, dir, vs := gitEffect(s, args)
+		switch kind {
+		case gitUnknown:
+			a.fs.tree(dir, "git "+clip(printable(strings.Join(args, " "))))
+		case gitVersions:
+			for i, v := range vs {
+				if start, ok := a.fs.newRefs[v.root+"\x00"+v.ref]; ok {
+					vs[i].ref, vs[i].dwim = start, false
+				}
+			}
+			a.fs.gitTrees[dir] = append(a.fs.gitTrees[dir], vs...)
+		}
+		if name, start := gitCreates(args); name != "" {
+			root := gitRoot(s, args)
+			if st, ok := a.fs.newRefs[root+"\x00"+start]; ok {
+				start = st
+			}
+			a.fs.newRefs[root+"\x00"+name] = start
+		}
+		if kind == gitVersions {
+			return // the versions are read; the arguments name refs
+		}
 		writes := false
 		for _, x := range args {
 			if gitWritesFiles[x] {
@@ -263,6 +261,10 @@ func (a *analyzer) readScript(s *shState, p, how string) ([]byte, bool) {
 	r, ok := a.madeHere(s, p, how, true)
 	if !ok {
 		return nil, false
+	}
+	abs, _ := resolve(s.cwd, p)
+	if data, use, ok := a.versionText(abs, r, how); !ok || use {
+		return data, ok
 	}
 	fi, err := os.Stat(r)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -375,6 +377,7 @@ func (a *analyzer) madeHere(s *shState, p, how string, strict bool) (string, boo
 			"files it does not name ("+by+"): the guard cannot read it before it runs (run it in a separate call)")
 		return "", false
 	}
+	a.fs.need(abs, r)
 	name := path.Base(abs)
 	for _, m := range a.fs.mentions {
 		if containsName(m, name) {
@@ -456,7 +459,14 @@ func (a *analyzer) npmScript(s *shState, tool string, args []string) {
 	if !ok {
 		return
 	}
-	data, err := readRegular(r, maxPackageJSON)
+	data, use, ok := a.versionText(pj, r, how)
+	if !ok {
+		return
+	}
+	var err error
+	if !use {
+		data, err = readRegular(r, maxPackageJSON)
+	}
 	if err != nil {
 		a.deny(CodeBlind, how+" runs a script from "+pj+", which the guard cannot read: "+clip(err.Error()))
 		return

@@ -45,9 +45,9 @@ func NewTokens(agents Agents, creds Credentials) *Tokens {
 
 // Mount adds the routes to mux.
 func (t *Tokens) Mount(mux *http.ServeMux) {
-	mux.HandleFunc("GET /v1/whoami", t.whoami)
-	mux.HandleFunc("POST /v1/agents/{id}/token", t.rotate)
-	mux.HandleFunc("DELETE /v1/agents/{id}/token", t.revoke)
+	mux.HandleFunc("GET /v1/whoami", httperr.Handle(t.whoami))
+	mux.HandleFunc("POST /v1/agents/{id}/token", httperr.Handle(t.rotate))
+	mux.HandleFunc("DELETE /v1/agents/{id}/token", httperr.Handle(t.revoke))
 }
 
 // Whoami is the answer of GET /v1/whoami.
@@ -59,10 +59,9 @@ type Whoami struct {
 	Dev       bool   `json:"dev,omitempty"`
 }
 
-func (t *Tokens) whoami(w http.ResponseWriter, r *http.Request) {
+func (t *Tokens) whoami(w http.ResponseWriter, r *http.Request) error {
 	if err := auth.Member(r.Context()); err != nil {
-		httperr.From(w, err)
-		return
+		return err
 	}
 	p := auth.From(r.Context())
 	out := Whoami{Principal: p.Key(), Admin: p.Admin || p.Dev, AgentID: p.AgentID, Dev: p.Dev}
@@ -70,21 +69,21 @@ func (t *Tokens) whoami(w http.ResponseWriter, r *http.Request) {
 		out.Principal = "dev"
 	}
 	httperr.JSON(w, http.StatusOK, out)
+	return nil
 }
 
 // agentFor checks that the caller may manage the credentials of the agent
 // named in the path, and that it exists.
-func (t *Tokens) agentFor(w http.ResponseWriter, r *http.Request, action string) (id, generation string, ok bool) {
+func (t *Tokens) agentFor(r *http.Request, action string) (id, generation string, err error) {
 	id = r.PathValue("id")
-	generation, err := t.agents.CredentialAccess(r.Context(), auth.From(r.Context()), id)
+	generation, err = t.agents.CredentialAccess(r.Context(), auth.From(r.Context()), id)
 	if err != nil {
 		if !errors.Is(err, core.ErrNotFound) {
 			audit.Record(r.Context(), audit.Event{Action: action, Outcome: audit.Refused, Agent: id, Reason: err.Error()})
 		}
-		httperr.From(w, err)
-		return "", "", false
+		return "", "", err
 	}
-	return id, generation, true
+	return id, generation, nil
 }
 
 // TokenAnswer is the answer of a rotation.
@@ -94,35 +93,34 @@ type TokenAnswer struct {
 	Token string `json:"token"`
 }
 
-func (t *Tokens) rotate(w http.ResponseWriter, r *http.Request) {
-	id, gen, ok := t.agentFor(w, r, audit.ActionTokenRotated)
-	if !ok {
-		return
+func (t *Tokens) rotate(w http.ResponseWriter, r *http.Request) error {
+	id, gen, err := t.agentFor(r, audit.ActionTokenRotated)
+	if err != nil {
+		return err
 	}
 	if err := t.creds.Revoke(r.Context(), id); err != nil {
-		httperr.From(w, err)
-		return
+		return err
 	}
 	tok, err := t.creds.Issue(r.Context(), id, gen)
 	if err != nil {
-		httperr.From(w, err)
-		return
+		return err
 	}
 	audit.Record(r.Context(), audit.Event{Action: audit.ActionTokenRotated, Outcome: audit.Allowed, Agent: id})
 	httperr.JSON(w, http.StatusOK, TokenAnswer{AgentID: id, Token: tok})
+	return nil
 }
 
-func (t *Tokens) revoke(w http.ResponseWriter, r *http.Request) {
-	id, _, ok := t.agentFor(w, r, audit.ActionTokenRevoked)
-	if !ok {
-		return
+func (t *Tokens) revoke(w http.ResponseWriter, r *http.Request) error {
+	id, _, err := t.agentFor(r, audit.ActionTokenRevoked)
+	if err != nil {
+		return err
 	}
 	if err := t.creds.Revoke(r.Context(), id); err != nil {
-		httperr.From(w, err)
-		return
+		return err
 	}
 	audit.Record(r.Context(), audit.Event{Action: audit.ActionTokenRevoked, Outcome: audit.Allowed, Agent: id})
 	httperr.JSON(w, http.StatusOK, map[string]any{"agent_id": id, "revoked": true})
+	return nil
 }
 
 // Name names the routes in logs.

@@ -224,37 +224,34 @@ func (s *Server) cardAgent(r *http.Request) (*core.Agent, error) {
 	return s.relay.LookupAgent(r.Context(), s.hub, id)
 }
 
-func (s *Server) agentCard(w http.ResponseWriter, r *http.Request) {
+func (s *Server) agentCard(w http.ResponseWriter, r *http.Request) error {
 	a, err := s.cardAgent(r)
 	if err != nil {
-		httperr.From(w, err)
-		return
+		return err
 	}
 	c, err := s.hybridCard(s.baseURL(r), a)
 	if err != nil {
-		httperr.From(w, err)
-		return
+		return err
 	}
-	writeCard(w, r, c, "public, max-age=300")
+	return writeCard(w, r, c, "public, max-age=300")
 }
 
-func (s *Server) legacyAgentCard(w http.ResponseWriter, r *http.Request) {
+func (s *Server) legacyAgentCard(w http.ResponseWriter, r *http.Request) error {
 	a, err := s.cardAgent(r)
 	if err != nil {
-		httperr.From(w, err)
-		return
+		return err
 	}
-	writeCard(w, r, s.legacyCard(s.baseURL(r), a), "public, max-age=300")
+	return writeCard(w, r, s.legacyCard(s.baseURL(r), a), "public, max-age=300")
 }
 
 // writeCard answers a card with caching headers: Cache-Control as given
 // and an ETag of its bytes; a request whose If-None-Match names the ETag
-// gets 304 and no body.
-func writeCard(w http.ResponseWriter, r *http.Request, card any, cacheControl string) {
+// gets 304 and no body. Only a card that cannot be encoded is an error,
+// returned before anything is written.
+func writeCard(w http.ResponseWriter, r *http.Request, card any, cacheControl string) error {
 	b, err := json.Marshal(card)
 	if err != nil {
-		httperr.From(w, err)
-		return
+		return err
 	}
 	sum := sha256.Sum256(b)
 	etag := `"` + hex.EncodeToString(sum[:16]) + `"`
@@ -268,12 +265,13 @@ func writeCard(w http.ResponseWriter, r *http.Request, card any, cacheControl st
 		for _, t := range strings.Split(inm, ",") {
 			if t = strings.TrimSpace(t); t == etag || t == "*" || t == "W/"+etag {
 				w.WriteHeader(http.StatusNotModified)
-				return
+				return nil
 			}
 		}
 	}
 	h.Set("Content-Type", "application/json")
 	_, _ = w.Write(append(b, '\n'))
+	return nil
 }
 
 // DirectoryEntry is one agent in the hub card's directory.
@@ -312,11 +310,10 @@ func (s *Server) listed(r *http.Request) ([]*core.Agent, error) {
 
 // directory lists the hub's agents with their A2A endpoints and cards. As
 // every agent listing, it needs a credential when auth is on.
-func (s *Server) directory(w http.ResponseWriter, r *http.Request) {
+func (s *Server) directory(w http.ResponseWriter, r *http.Request) error {
 	list, err := s.listed(r)
 	if err != nil {
-		httperr.From(w, err)
-		return
+		return err
 	}
 	base := s.baseURL(r)
 	out := make([]DirectoryEntry, 0, len(list))
@@ -324,6 +321,7 @@ func (s *Server) directory(w http.ResponseWriter, r *http.Request) {
 		out = append(out, s.entry(base, a))
 	}
 	httperr.JSON(w, http.StatusOK, map[string]any{"agents": out})
+	return nil
 }
 
 // hubCard is the hub's own card: a directory of its agents. Each agent is
@@ -333,12 +331,11 @@ func (s *Server) directory(w http.ResponseWriter, r *http.Request) {
 // is public, but, as every agent listing, its skills and agents are given
 // only to a caller with a credential when auth is on; an anonymous caller
 // gets the card with both empty, and the description says why.
-func (s *Server) hubCard(w http.ResponseWriter, r *http.Request) {
+func (s *Server) hubCard(w http.ResponseWriter, r *http.Request) error {
 	list, err := s.listed(r)
 	listed := err == nil
 	if err != nil && core.KindOf(err) != core.KindUnauthenticated {
-		httperr.From(w, err)
-		return
+		return err
 	}
 	base := s.baseURL(r)
 	dir := make([]DirectoryEntry, 0, len(list))
@@ -365,7 +362,7 @@ func (s *Server) hubCard(w http.ResponseWriter, r *http.Request) {
 		"provider":            map[string]any{"organization": "Switchboard", "url": base},
 		"agents":              dir,
 	}
-	writeCard(w, r, card, "private, max-age=60")
+	return writeCard(w, r, card, "private, max-age=60")
 }
 
 // neverAllowed is the part of the SSRF policy no configuration relaxes:

@@ -25,11 +25,11 @@ import (
 //   - POST /lf.a2a.v1.A2AService/…: the gRPC binding (1.0), for every
 //     agent, each request naming its agent as its tenant.
 func (s *Server) Mount(mux *http.ServeMux) {
-	mux.HandleFunc("GET /.well-known/agent-card.json", s.hubCard)
-	mux.HandleFunc("GET /.well-known/agent.json", s.hubCard)
-	mux.HandleFunc("GET /a2a/agents", s.directory)
-	mux.HandleFunc("GET /a2a/{agent}/.well-known/agent-card.json", s.agentCard)
-	mux.HandleFunc("GET /a2a/{agent}/.well-known/agent.json", s.legacyAgentCard)
+	mux.HandleFunc("GET /.well-known/agent-card.json", httperr.Handle(s.hubCard))
+	mux.HandleFunc("GET /.well-known/agent.json", httperr.Handle(s.hubCard))
+	mux.HandleFunc("GET /a2a/agents", httperr.Handle(s.directory))
+	mux.HandleFunc("GET /a2a/{agent}/.well-known/agent-card.json", httperr.Handle(s.agentCard))
+	mux.HandleFunc("GET /a2a/{agent}/.well-known/agent.json", httperr.Handle(s.legacyAgentCard))
 	mux.HandleFunc("POST /a2a/{agent}", s.jsonrpcEndpoint)
 	mux.HandleFunc("/a2a/{agent}/{rest...}", s.restEndpoint)
 	mux.HandleFunc("POST "+GRPCService, s.grpcEndpoint)

@@ -19,9 +19,15 @@ import (
 // one commit for the whole batch, and a lane row written only when missing
 // (lanes.go: lanes hold no counters).
 //
-// acceptWorkers goroutines each take the next request and the ones queued
-// behind it (up to maxAcceptBatch), so while one batch commits the next
-// gathers. A batch that fails as a whole is retried one request at a time
+// One worker goroutine (acceptWorkers) takes the next request and the ones
+// queued behind it (up to maxAcceptBatch); while its batch commits, the
+// next gathers in the queue. With two workers, two half-size batches were
+// in flight at once: the database committed more often for the same
+// messages, which with two hubs on one database cost more than the
+// overlap gained (scripts/bench-scaleout.sh, three interleaved rounds:
+// with one worker, PostgreSQL's CPU a message with two hubs and one lane
+// went from 187-286 to 155-167 µs and the two hubs' rate from 0.72-0.87
+// to 0.85-0.94 of one hub's). A batch that fails as a whole is retried one request at a time
 // with the single-message statement (acceptSQL), so one request's error is
 // its own; a batch that fails because the database is unreachable fails
 // every request with that error at once.
@@ -31,7 +37,7 @@ import (
 // answered by the last batch are about to send again, and one commit for
 // more of them costs the database less than one each.
 const (
-	acceptWorkers  = 2
+	acceptWorkers  = 1
 	maxAcceptBatch = 256
 	acceptLinger   = 500 * time.Microsecond
 	lingerAfter    = 8  // a batch at least this big was busy

@@ -155,6 +155,7 @@ func TestTaskUpdatesAcrossInstances(t *testing.T) {
 		if len(ms) != 1 {
 			t.Fatalf("the worker got %v, want the task's message", ms)
 		}
+		start := time.Now()
 		if c := atpSend(t, a, wtok, map[string]any{"sender": "worker", "receiver": "alice", "type": "task.result",
 			"correlation_id": ms[0]["message_id"], "payload": map[string]string{"text": "the answer"}}); c.status != 200 {
 			t.Fatalf("the worker's answer: %d %s", c.status, c.raw)
@@ -162,6 +163,7 @@ func TestTaskUpdatesAcrossInstances(t *testing.T) {
 		if last := s.end(t); !strings.Contains(last, "TASK_STATE_COMPLETED") || !strings.Contains(last, "the answer") {
 			t.Fatalf("the subscription on B ended with %s", last)
 		}
+		t.Logf("answer on A → completion on B's subscription: %v", time.Since(start))
 	})
 
 	cancel := func(t *testing.T, id string) {
@@ -172,10 +174,12 @@ func TestTaskUpdatesAcrossInstances(t *testing.T) {
 	}
 	t.Run("streaming send canceled through A", func(t *testing.T) {
 		s := openStream(t, b, "idle", alice, "SendStreamingMessage", sendParams("s-1", "streamed", "", false))
+		start := time.Now()
 		cancel(t, taskOf(t, s.first))
 		if last := s.end(t); !strings.Contains(last, "TASK_STATE_CANCELED") {
 			t.Fatalf("the stream on B ended with %s", last)
 		}
+		t.Logf("cancel through A → end of B's stream: %v", time.Since(start))
 	})
 
 	t.Run("blocking send canceled through A", func(t *testing.T) {
@@ -211,12 +215,14 @@ func TestTaskUpdatesAcrossInstances(t *testing.T) {
 			}
 			return id != "" && rpc(t, a, "idle", alice, "GetTask", map[string]any{"id": id}).code() == 0
 		})
+		start := time.Now()
 		cancel(t, id)
 		select {
 		case c := <-answer:
 			if state(c.task(t)) != "TASK_STATE_CANCELED" {
 				t.Fatalf("the blocking send on B answered %d %s", c.status, c.raw)
 			}
+			t.Logf("cancel through A → answer of B's blocking send: %v", time.Since(start))
 		case <-time.After(30 * time.Second):
 			t.Fatal("the blocking send on B did not answer within 30 s")
 		}

@@ -93,23 +93,30 @@ func (s *Server) streamTask(ctx context.Context, tenant string, begin func(*core
 }
 
 // stream yields the task, then its changes, until it settles or ctx ends.
+//
+// The watch is taken before the first event is sent, and the task is read
+// once more right after it: a change made between the caller's read of
+// rec and the watch (on this instance or, announced, on another) would
+// otherwise wait for the next poll, which may be seconds away.
 func (s *Server) stream(ctx context.Context, agent string, rec *TaskRecord, yield func(sdk.Event, error) bool) {
-	if !yield(view(rec, nil, true), nil) {
-		return
-	}
 	id := string(rec.Task.ID)
 	ch, stop := s.tasks.watch(id)
 	defer stop()
+	if !yield(view(rec, nil, true), nil) {
+		return
+	}
 	poll := s.taskPoll()
 	defer poll.Stop()
 	last := rec
-	for !settled(last) {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ch:
-		case <-poll.C():
-			poll.Fired()
+	for recheck := true; !settled(last); recheck = false {
+		if !recheck {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ch:
+			case <-poll.C():
+				poll.Fired()
+			}
 		}
 		cur := s.reconcile(ctx, agent, id)
 		if cur == nil {

@@ -136,6 +136,11 @@ type Options struct {
 	// HeaderTimeout bounds how long a request's headers may take to
 	// arrive [DefaultHeaderTimeout].
 	HeaderTimeout time.Duration
+	// A2ATaskPoll is how long an A2A client waiting on a task goes
+	// before the hub re-reads the task unwoken (a2a.Options.TaskPoll;
+	// 0: its default). Changes made on this instance, or announced by
+	// another one, wake the client at once; the poll is the fallback.
+	A2ATaskPoll time.Duration
 }
 
 // Defaults of Options.BodyTimeout, IdleTimeout and HeaderTimeout.
@@ -314,7 +319,8 @@ func New(ctx context.Context, opt Options) (*Hub, error) {
 	}
 	mampSrv := mamp.New(relay, mamp.Options{MaxBody: opt.MaxBody, Issuer: issuer, Records: st, Remotes: mamp.RemotesFromEnv(),
 		Logger: log, CheckURL: policy.CheckURL, Secrets: signer})
-	a2aSrv := a2a.New(relay, a2a.Options{Records: st, MaxBody: opt.MaxBody, Secured: !opt.Dev, Logger: log, CheckURL: policy.CheckURL})
+	a2aSrv := a2a.New(relay, a2a.Options{Records: st, MaxBody: opt.MaxBody, Secured: !opt.Dev, Logger: log, CheckURL: policy.CheckURL,
+		TaskPoll: opt.A2ATaskPoll})
 	relay.SetDeliverer(a2a.EndpointReply, a2aSrv.ReplyDeliverer())
 	// Adapters on the contract: mounted here, run by Serve.
 	h.adapters = []Adapter{

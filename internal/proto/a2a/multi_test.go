@@ -8,49 +8,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/switchboard-hub/switchboard/internal/auth"
-	"github.com/switchboard-hub/switchboard/internal/core"
 	"github.com/switchboard-hub/switchboard/internal/hub"
 	"github.com/switchboard-hub/switchboard/internal/hub/hubtest"
 	"github.com/switchboard-hub/switchboard/internal/proto/a2a"
 )
-
-// slowPolling serves, beside hub h, a second A2A adapter on h's relay and
-// store whose clients waiting on a task re-read it unwoken only after an
-// hour (Options.TaskPoll): what they see of another instance's change
-// within the test's waits, only the announcement of that change can have
-// brought. It authenticates as the hub does, and runs (Run) until the test
-// ends; it returns the adapter's base URL.
-func slowPolling(t *testing.T, h *hub.Hub) string {
-	t.Helper()
-	records, ok := h.Store.(core.RecordStore)
-	if !ok {
-		t.Fatalf("the hub's store %T keeps no records", h.Store)
-	}
-	srv := a2a.New(h.Relay, a2a.Options{Records: records, Secured: true, TaskPoll: time.Hour, Logger: hubtest.Logger(t)})
-	mux := http.NewServeMux()
-	srv.Mount(mux)
-	authn := &auth.Authenticator{Creds: h.Creds, AdminHash: auth.Hash(admin)}
-	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, err := authn.Authenticate(r)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusUnauthorized)
-			return
-		}
-		mux.ServeHTTP(w, r.WithContext(auth.With(r.Context(), p)))
-	}))
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = srv.Run(ctx) })
-	t.Cleanup(func() { web.CloseClientConnections(); web.Close(); cancel(); wg.Wait() })
-	return web.URL
-}
 
 // stream is an A2A JSON-RPC stream (SendStreamingMessage or
 // SubscribeToTask): its first event, as it came, and a channel that gets
@@ -139,8 +104,10 @@ func taskOf(t *testing.T, ev string) string {
 func TestTaskUpdatesAcrossInstances(t *testing.T) {
 	db := hubtest.PostgresDB(t)
 	_, a := hubtest.Start(t, hub.Options{StoreURL: db})
-	hb, _ := hubtest.Start(t, hub.Options{StoreURL: db})
-	b := slowPolling(t, hb)
+	// Hub B's clients re-read a task unwoken only after an hour: what they
+	// see of A's change within the test's waits, only A's announcement of
+	// it can have brought.
+	_, b := hubtest.Start(t, hub.Options{StoreURL: db, A2ATaskPoll: time.Hour})
 	alice, carol := register(t, a, admin, "alice", ""), register(t, a, admin, "carol", "")
 	wtok := register(t, a, admin, "worker", "")
 	register(t, a, admin, "idle", "") // never answers

@@ -99,7 +99,8 @@ type Store struct {
 	accepts  chan *acceptReq
 	acceptWG sync.WaitGroup
 	// Lane completions waiting for a batch (complete.go).
-	completes chan *completeReq
+	completes  chan *completeReq
+	completing chan struct{} // held by the goroutine completing a batch
 
 	quit      chan struct{}
 	done      chan struct{}
@@ -154,7 +155,8 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	s.notifier = newNotifier(pool, prefix+"_listener", log)
 	go s.notifyLoop()
 	s.startAcceptors()
-	s.startCompleter()
+	s.completes = make(chan *completeReq, 4*maxCompleteBatch)
+	s.completing = make(chan struct{}, 1)
 	s.acceptWG.Add(1)
 	go s.recheckLoop()
 	return s, nil

@@ -100,7 +100,7 @@ func (s *Server) stream(ctx context.Context, agent string, rec *TaskRecord, yiel
 	id := string(rec.Task.ID)
 	ch, stop := s.tasks.watch(id)
 	defer stop()
-	poll := core.NewPoll(taskPollFirst, taskPollMax)
+	poll := s.taskPoll()
 	defer poll.Stop()
 	last := rec
 	for !settled(last) {
@@ -365,7 +365,7 @@ func (s *Server) waitSettled(ctx context.Context, agent string, rec *TaskRecord)
 	id := string(rec.Task.ID)
 	ch, stop := s.tasks.watch(id)
 	defer stop()
-	poll := core.NewPoll(taskPollFirst, taskPollMax)
+	poll := s.taskPoll()
 	defer poll.Stop()
 	for {
 		if r := s.reconcile(ctx, agent, id); r != nil {
@@ -384,15 +384,19 @@ func (s *Server) waitSettled(ctx context.Context, agent string, rec *TaskRecord)
 	}
 }
 
-// Polls of a client waiting on a task (a blocking send, a stream). A
-// change made on this instance wakes the client at once through
-// tasks.watch; the polls are for changes made by other instances on a
-// shared store (and for tasks whose follower's instance is gone). They
-// start 250 ms apart and space out to 2 s.
-const (
-	taskPollFirst = 250 * time.Millisecond
-	taskPollMax   = 2 * time.Second
-)
+// taskPollFirst is the default of Options.TaskPoll: the polls of a
+// client waiting on a task (a blocking send, a stream). A change made on
+// this instance, or announced by another instance on a shared store
+// (tasks.heard), wakes the client at once through tasks.watch; the polls
+// are for a lost announcement (and for tasks whose follower's instance is
+// gone). They start 250 ms apart and space out to 2 s.
+const taskPollFirst = 250 * time.Millisecond
+
+// taskPoll starts the polls of a client waiting on a task: the first
+// after Options.TaskPoll, then twice as long each time up to 8 times it.
+func (s *Server) taskPoll() *core.Poll {
+	return core.NewPoll(s.opt.TaskPoll, 8*s.opt.TaskPoll)
+}
 
 // Diff lists the events that lead from task snapshot old to cur: one
 // artifact-update per new artifact, then a status-update if the status

@@ -40,6 +40,13 @@ type Options struct {
 	// addresses no policy allows are refused then; the push deliverer's
 	// own guard refuses the rest at connect time.
 	CheckURL func(raw string) error
+	// TaskPoll is how long a client waiting on a task (a blocking
+	// SendMessage, a stream) waits before it first re-reads the task
+	// unwoken; the waits then double up to 8 × TaskPoll [250ms, so up to
+	// every 2 s]. A change made on this instance, or announced by another
+	// one on a shared store, wakes the client at once; the polls are the
+	// fallback for a lost announcement.
+	TaskPoll time.Duration
 	Logger   *slog.Logger
 }
 
@@ -93,6 +100,9 @@ func New(relay *core.Relay, opt Options) *Server {
 	if opt.BlockTimeout <= 0 {
 		opt.BlockTimeout = opt.ResultWait
 	}
+	if opt.TaskPoll <= 0 {
+		opt.TaskPoll = taskPollFirst
+	}
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
@@ -100,6 +110,7 @@ func New(relay *core.Relay, opt Options) *Server {
 		hub: core.InternalPrincipal("a2a"), helperSeen: map[string]time.Time{}}
 	s.followers = newFollowers(s)
 	s.tasks.onChange = s.changed
+	s.tasks.announce = relay.AnnounceRecord
 	s.handler = &handler{s: s}
 	keep := a2asrv.WithTransportKeepAlive(15 * time.Second)
 	s.jsonrpc = a2asrv.NewJSONRPCHandler(s.handler, keep)
@@ -120,14 +131,17 @@ func (s *Server) Name() string { return "a2a" }
 func (s *Server) Handler() a2asrv.RequestHandler { return s.handler }
 
 // Run follows the tasks left open (after a restart, or by an instance
-// that is gone), moves open tasks along, and deletes finished tasks past
-// their keep, until ctx ends; it returns when all of its work, and the
-// background work started while it ran, has ended (the hub's adapter
-// contract).
+// that is gone), moves open tasks along, wakes the clients waiting on a
+// task here when another instance announces a write of it, and deletes
+// finished tasks past their keep, until ctx ends; it returns when all of
+// its work, and the background work started while it ran, has ended (the
+// hub's adapter contract).
 func (s *Server) Run(ctx context.Context) error {
 	s.bgMu.Lock()
 	s.bgOpen, s.bgStop = true, ctx.Done()
 	s.bgMu.Unlock()
+	stopHearing := s.relay.OnRecordEvent(KindTask, s.tasks.heard)
+	defer stopHearing()
 	var wg sync.WaitGroup
 	wg.Go(func() { s.followers.run(ctx) })
 	wg.Go(func() {

@@ -132,6 +132,9 @@ type tasks struct {
 	// onChange is called after every saved change with the old and new
 	// snapshots (push notifications).
 	onChange func(old, cur *TaskRecord)
+	// announce tells the other hub instances sharing the store of every
+	// saved write (core.Relay.AnnounceRecord); nil announces nothing.
+	announce func(core.RecordEvent)
 }
 
 func newTasks(store core.RecordStore, clock core.Clock) *tasks {
@@ -149,7 +152,7 @@ func (ts *tasks) create(ctx context.Context, r *TaskRecord) error {
 		return fmt.Errorf("store task: %w", err)
 	}
 	r.version = rec.Version
-	ts.notify(string(r.Task.ID))
+	ts.saved(string(r.Task.ID), r.Agent, rec.Version)
 	return nil
 }
 
@@ -216,7 +219,7 @@ func (ts *tasks) update(ctx context.Context, agent, id string, f func(r *TaskRec
 			return nil, fmt.Errorf("store task: %w", err)
 		}
 		r.version = rec.Version
-		ts.notify(id)
+		ts.saved(id, r.Agent, rec.Version)
 		if ts.onChange != nil && old != nil {
 			ts.onChange(old, r)
 		}
@@ -262,7 +265,8 @@ func (r *TaskRecord) created() time.Time {
 	return time.Time{}
 }
 
-// watch returns a channel signalled when task id changes in this process.
+// watch returns a channel signalled when task id changes: written on this
+// instance, or announced as written by another one (heard).
 func (ts *tasks) watch(id string) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	ts.mu.Lock()
@@ -278,6 +282,27 @@ func (ts *tasks) watch(id string) (<-chan struct{}, func()) {
 			delete(ts.waiters, id)
 		}
 		ts.mu.Unlock()
+	}
+}
+
+// saved tells the watchers on this instance of task id, of the agent's,
+// that a write of it (storing version) just committed, and announces the
+// write to the other instances.
+func (ts *tasks) saved(id, agent string, version int64) {
+	if ts.announce != nil {
+		ts.announce(core.RecordEvent{Kind: KindTask, ID: id, Index: agent, Version: version})
+	}
+	ts.notify(id)
+}
+
+// heard is the relay's callback for another instance's write of a task
+// (core.Relay.OnRecordEvent): it wakes this instance's watchers of the
+// task, if any, which re-read it through their own principal's checks.
+// A task nothing here watches costs nothing; heard reads no store, so it
+// returns at once, as the relay asks.
+func (ts *tasks) heard(ev core.RecordEvent) {
+	if ev.Kind == KindTask {
+		ts.notify(ev.ID)
 	}
 }
 

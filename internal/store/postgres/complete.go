@@ -23,7 +23,8 @@ import (
 // renewLanesSQL (each such lane's next messages, or its release). While a
 // batch commits, the next gathers in the queue. There is no worker
 // goroutine (see leadCompletes): with a dedicated one, the hand-off to it
-// and back cost a lone lane's rounds about a fifth of their rate.
+// and back cost a lone lane's rounds about a fifth of their rate on a
+// loaded machine (scripts/bench-scaleout.sh, one lane).
 //
 // A batch that fails as a whole is retried one request at a time with the
 // single-lane statements (completeRenewOne), so one lane's error is its

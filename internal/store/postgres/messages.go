@@ -289,7 +289,7 @@ func (s *Store) Results(ctx context.Context, correlationID string, limit int) ([
 // queued and be delivered twice). Lanes with messages are stamped with the
 // owner and claim_until; lanes whose messages are all leased to a puller are
 // parked.
-const (
+var (
 	lockLanesSQL = `SELECT receiver, sender FROM lanes l
 	WHERE NOT parked AND next_at <= $1 AND claim_until <= $1
 		AND EXISTS (SELECT FROM messages m WHERE m.state = 0 AND m.receiver = l.receiver AND m.sender = l.sender AND m.claim_until <= $1)
@@ -299,9 +299,7 @@ const (
 	// laneQueueSQL is the subquery, lateral to a lane l, of the up to $4
 	// queued messages of l that no puller holds at $3, in order: what a
 	// claim of l takes (Claim and CompleteRenew).
-	laneQueueSQL = `SELECT seq, body, attempts, expires_at FROM messages
-		WHERE state = 0 AND receiver = l.receiver AND sender = l.sender AND claim_until <= $3
-		ORDER BY seq LIMIT $4`
+	laneQueueSQL = laneQueue("$3", "$4")
 	// laneMessagesSQL reads the claimable messages of the locked lanes,
 	// in lane order and then send order, with their bodies only while the
 	// bodies read so far stay under $5 bytes (the first always): a
@@ -415,6 +413,13 @@ func (s *Store) Claim(ctx context.Context, now, claimUntil time.Time, owner stri
 	return out, nil
 }
 
+// laneQueue is laneQueueSQL with the time and limit given as expressions.
+func laneQueue(now, limit string) string {
+	return `SELECT seq, body, attempts, expires_at FROM messages
+		WHERE state = 0 AND receiver = l.receiver AND sender = l.sender AND claim_until <= ` + now + `
+		ORDER BY seq LIMIT ` + limit
+}
+
 func laneCmp(a, b core.Lane) int {
 	return cmp.Or(strings.Compare(a.Receiver, b.Receiver), strings.Compare(a.Sender, b.Sender))
 }
@@ -495,7 +500,7 @@ func (s *Store) sendBatch(ctx context.Context, fill func(b *pgx.Batch) error) er
 // evaluated once: the messages returned are the ones the release counted.
 // A data-modifying WITH runs whether or not the query reads it. Messages
 // are read while their bodies stay under $6 bytes (the first always).
-const renewLaneSQL = `WITH l AS (
+var renewLaneSQL = `WITH l AS (
 		SELECT receiver, sender FROM lanes WHERE receiver = $1 AND sender = $2 AND owner = $5
 	), m AS (
 		SELECT body, seq, attempts, expires_at FROM (
@@ -508,17 +513,9 @@ const renewLaneSQL = `WITH l AS (
 	)
 	SELECT body, seq, attempts, expires_at FROM m ORDER BY seq`
 
-// CompleteRenew implements core.LaneRenewer: in one transaction it records
-// res as Complete does and, while owner still holds the lane, renews the
-// claim until claimUntil with up to perLane of the lane's messages that are
-// claimable at now (the ones Claim would take), or releases the lane when
-// there are none. A lane that res parks or holds for a retry is completed
-// with Complete. The owner check is made in SQL under the lane's row lock,
-// so it holds across instances sharing the database.
-func (s *Store) CompleteRenew(ctx context.Context, owner string, res core.LaneResult, now, claimUntil time.Time, perLane int) ([]*core.Message, error) {
-	if res.Park || !res.NextAt.IsZero() || perLane <= 0 {
-		return nil, s.Complete(ctx, owner, []core.LaneResult{res})
-	}
+// completeRenew is CompleteRenew for one lane that stays claimed or is
+// released (complete.go), with its own statements.
+func (s *Store) completeRenew(ctx context.Context, owner string, res core.LaneResult, now, claimUntil time.Time, perLane int) ([]*core.Message, error) {
 	var next []*core.Message
 	var done []ended
 	err := s.sendBatch(ctx, func(b *pgx.Batch) error {

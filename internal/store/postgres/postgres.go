@@ -98,6 +98,9 @@ type Store struct {
 	// Accepts waiting for a batch (accept.go).
 	accepts  chan *acceptReq
 	acceptWG sync.WaitGroup
+	// Lane completions waiting for a batch (complete.go).
+	completes  chan *completeReq
+	completing chan struct{} // held by the goroutine completing a batch
 
 	quit      chan struct{}
 	done      chan struct{}
@@ -152,6 +155,8 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	s.notifier = newNotifier(pool, prefix+"_listener", log)
 	go s.notifyLoop()
 	s.startAcceptors()
+	s.completes = make(chan *completeReq, 4*maxCompleteBatch)
+	s.completing = make(chan struct{}, 1)
 	s.acceptWG.Add(1)
 	go s.recheckLoop()
 	return s, nil
@@ -167,6 +172,9 @@ func (s *Store) Close() error {
 			select {
 			case q := <-s.accepts:
 				q.done <- acceptAns{err: errors.New("postgres: store closed")}
+				continue
+			case q := <-s.completes:
+				q.done <- completeAns{err: errors.New("postgres: store closed")}
 				continue
 			default:
 			}

@@ -175,17 +175,26 @@ var cpSpec = gnuSpec{value: "tSgmo", long: []string{"target-directory", "suffix"
 	"no-target-directory", "symbolic", "link", "archive", "update", "parents", "preserve", "reflink", "mode", "owner", "group"},
 	longValue: map[string]bool{"target-directory": true, "suffix": true, "mode": true, "owner": true, "group": true}}
 
-func (a *analyzer) copyLike(s *shState, name string, args []string) {
-	opts, ops := cpSpec.scan(args)
-	dest := ""
+// cpTarget splits the arguments of cp, mv, install or ln into their
+// options, their sources and their destination: the -t or
+// --target-directory value, else the last operand once there are at
+// least minOps of them (it stays a source below that).
+func cpTarget(args []string, minOps int) (opts map[string]string, srcs []string, dest string) {
+	opts, srcs = cpSpec.scan(args)
 	if t, ok := opts["-t"]; ok {
-		dest = t
-	} else if t, ok := opts["--target-directory"]; ok {
-		dest = t
-	} else if len(ops) > 0 {
-		dest = ops[len(ops)-1]
-		ops = ops[:len(ops)-1]
+		return opts, srcs, t
 	}
+	if t, ok := opts["--target-directory"]; ok {
+		return opts, srcs, t
+	}
+	if len(srcs) >= minOps && len(srcs) > 0 {
+		return opts, srcs[:len(srcs)-1], srcs[len(srcs)-1]
+	}
+	return opts, srcs, ""
+}
+
+func (a *analyzer) copyLike(s *shState, name string, args []string) {
+	opts, ops, dest := cpTarget(args, 1)
 	if name == "ln" && len(ops) == 0 && dest != "" {
 		a.recordLinks(s, opts, ops, dest)
 		return // ln -s target: the link is made in the current directory
@@ -323,16 +332,7 @@ func (a *analyzer) linkTarget(s *shState, t string, symbolic bool) string {
 }
 
 func (a *analyzer) mv(s *shState, args []string) {
-	opts, ops := cpSpec.scan(args)
-	dest := ""
-	if t, ok := opts["-t"]; ok {
-		dest = t
-	} else if t, ok := opts["--target-directory"]; ok {
-		dest = t
-	} else if len(ops) > 0 {
-		dest = ops[len(ops)-1]
-		ops = ops[:len(ops)-1]
-	}
+	_, ops, dest := cpTarget(args, 1)
 	for _, x := range ops {
 		if why := a.deletion(s.cwd, x, true); why != "" {
 			a.deny(CodeDestructive, "mv "+printable(x)+" is blocked: moving it away is as bad as deleting: "+why)

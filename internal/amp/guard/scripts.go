@@ -41,15 +41,7 @@ var preciseWriters = map[string]bool{"touch": true, "sed": true, "make": true, "
 // files (not trees): the destination and, should it be a directory, each
 // source's name inside it. It reports false when it cannot name them.
 func (a *analyzer) recordCopies(s *shState, base string, args []string) bool {
-	opts, ops := cpSpec.scan(args)
-	dest := ""
-	if t, ok := opts["-t"]; ok {
-		dest = t
-	} else if t, ok := opts["--target-directory"]; ok {
-		dest = t
-	} else if len(ops) > 1 {
-		dest, ops = ops[len(ops)-1], ops[:len(ops)-1]
-	}
+	opts, ops, dest := cpTarget(args, 2)
 	if dest == "" || isUnknown(dest) || len(ops) == 0 {
 		return false
 	}

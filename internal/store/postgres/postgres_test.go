@@ -96,6 +96,14 @@ func openAt(tb testing.TB, dbURL, prefix string) *postgres.Store {
 	return s
 }
 
+// twoInstances opens two stores on one fresh schema, as two hub
+// instances sharing a database would.
+func twoInstances(tb testing.TB) (*postgres.Store, *postgres.Store) {
+	tb.Helper()
+	u, schema := freshSchema(tb)
+	return openAt(tb, u, schema), openAt(tb, u, schema)
+}
+
 func open(tb testing.TB) *postgres.Store {
 	tb.Helper()
 	u, schema := freshSchema(tb)
@@ -220,8 +228,7 @@ func accept(t *testing.T, s core.Store, id, sender, receiver string, at time.Tim
 // Two instances on one database, each with several scheduler goroutines,
 // claim concurrently: every lane goes to exactly one of them.
 func TestClaimExclusiveAcrossInstances(t *testing.T) {
-	u, schema := freshSchema(t)
-	s1, s2 := openAt(t, u, schema), openAt(t, u, schema)
+	s1, s2 := twoInstances(t)
 	const lanes, perLane = 120, 3
 	for l := range lanes {
 		for i := range perLane {
@@ -286,8 +293,7 @@ func TestClaimExclusiveAcrossInstances(t *testing.T) {
 // claim_until, not before.
 func TestCrashTakeoverAcrossInstances(t *testing.T) {
 	ctx := context.Background()
-	u, schema := freshSchema(t)
-	s1, s2 := openAt(t, u, schema), openAt(t, u, schema)
+	s1, s2 := twoInstances(t)
 	accept(t, s1, "m1", "alice", "bob", base)
 	cs, err := s1.Claim(ctx, base, base.Add(30*time.Second), "instance-1", 10, 10)
 	if err != nil || len(cs) != 1 {
@@ -419,8 +425,7 @@ func jsonOf(t *testing.T, v any) string {
 func TestReceiptNotifications(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	u, schema := freshSchema(t)
-	s1, s2 := openAt(t, u, schema), openAt(t, u, schema)
+	s1, s2 := twoInstances(t)
 	receipts, err := s2.Notifier().Listen(ctx, s2.ReceiptChannel())
 	if err != nil {
 		t.Fatal(err)

@@ -17,8 +17,7 @@ import (
 func TestRecordAnnouncedAcrossInstances(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	u, schema := freshSchema(t)
-	s1, s2 := openAt(t, u, schema), openAt(t, u, schema)
+	s1, s2 := twoInstances(t)
 	receipts, err := s2.Notifier().Listen(ctx, s2.ReceiptChannel())
 	if err != nil {
 		t.Fatal(err)
@@ -47,8 +46,7 @@ func TestRecordAnnouncedAcrossInstances(t *testing.T) {
 func TestResultAnnouncedAcrossInstances(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	u, schema := freshSchema(t)
-	s1, s2 := openAt(t, u, schema), openAt(t, u, schema)
+	s1, s2 := twoInstances(t)
 	receipts, err := s2.Notifier().Listen(ctx, s2.ReceiptChannel())
 	if err != nil {
 		t.Fatal(err)

@@ -21,11 +21,13 @@ type attemptWatchers struct {
 // attemptSignal is what a watch learns: the outcome of an attempt made on
 // this instance (ok), or that the message's receipt became terminal
 // elsewhere (another instance; !ok), with that receipt when the
-// notification carried it (rc; nil: read it).
+// notification carried it (rc; nil: read it), or only that something may
+// have changed (look, from LookNow: read it).
 type attemptSignal struct {
-	o  Outcome
-	ok bool
-	rc *Receipt
+	o    Outcome
+	ok   bool
+	rc   *Receipt
+	look bool
 }
 
 func (w *attemptWatchers) watch(id string) chan attemptSignal {
@@ -63,7 +65,8 @@ func (w *attemptWatchers) watching(id string) bool {
 }
 
 // signal tells the watches of message id what happened, without blocking:
-// a watch keeps the first signal it got.
+// a watch keeps the first signal it got, unless that was only a look
+// (LookNow), which a signal of what happened replaces.
 func (w *attemptWatchers) signal(id string, s attemptSignal) {
 	if w.n.Load() == 0 {
 		return
@@ -71,11 +74,44 @@ func (w *attemptWatchers) signal(id string, s attemptSignal) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, ch := range w.m[id] {
-		select {
-		case ch <- s:
-		default:
+		sendSignal(ch, s)
+	}
+}
+
+// signalAll sends s to every watch (see signal).
+func (w *attemptWatchers) signalAll(s attemptSignal) {
+	if w.n.Load() == 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, cs := range w.m {
+		for _, ch := range cs {
+			sendSignal(ch, s)
 		}
 	}
+}
+
+// sendSignal puts s in ch (of capacity 1) unless a signal is pending there that
+// s must not replace. Only the holder of attemptWatchers.mu sends, so ch
+// has room after a receive.
+func sendSignal(ch chan attemptSignal, s attemptSignal) {
+	select {
+	case ch <- s:
+		return
+	default:
+	}
+	if s.look {
+		return // the pending signal makes the watch look anyway
+	}
+	select {
+	case old := <-ch:
+		if !old.look {
+			s = old
+		}
+	default: // the watch took it meanwhile
+	}
+	ch <- s
 }
 
 // AcceptClaimer is an optional Store capability used by

@@ -31,26 +31,29 @@ func (r *Relay) waitResult(ctx context.Context, id string) (*Message, error) {
 	})
 }
 
-// Polls of a wait (waitFor): the first after waitPollFirst, then twice
-// as far apart each time up to waitPollMax.
+// Polls of a wait (waitFor): the first after Config.WaitPoll
+// (waitPollFirst by default), then twice as far apart each time up to
+// waitPollSpan times that.
 const (
 	waitPollFirst = 250 * time.Millisecond
-	waitPollMax   = 2 * time.Second
+	waitPollSpan  = 8
 )
 
 // waitFor polls check whenever key is notified, and also now and then —
-// 250 ms after it starts, then twice as long each time up to every 2 s —
-// so that changes made by other hub instances are seen too (stores that
-// share them notify receipts that end there, and results accepted there,
-// through NotifyReceipt and NotifyResult; a notification can be lost). A wait that polled every 250 ms cost a store read four times a
-// second for as long as it lasted, and waits can be many and long.
+// 250 ms (Config.WaitPoll) after it starts, then twice as long each time
+// up to every 2 s — so that changes made by other hub instances are seen
+// too (stores that share them notify receipts that end there, and results
+// accepted there, through NotifyReceipt and NotifyResult, or LookNow when
+// they cannot tell which; a notification can be lost). A wait that polled
+// every 250 ms cost a store read four times a second for as long as it
+// lasted, and waits can be many and long.
 func waitFor[T any](ctx context.Context, r *Relay, key string, check func() (T, bool, error)) (T, error) {
 	ch := make(chan struct{}, 1)
 	r.mu.Lock()
 	r.waiters[key] = append(r.waiters[key], ch)
 	r.mu.Unlock()
 	defer r.unwait(key, ch)
-	poll := NewPoll(waitPollFirst, waitPollMax)
+	poll := NewPoll(r.cfg.WaitPoll, max(waitPollSpan*r.cfg.WaitPoll, r.cfg.WaitPoll)) // max: a huge WaitPoll wraps
 	defer poll.Stop()
 	for {
 		v, ok, err := check()
@@ -163,6 +166,33 @@ func (r *Relay) NotifyReceipt(id string) { r.notify(id) }
 // waiting for the message's first attempt (SendAsAwaitAttempt) answers
 // with it, without reading the store. rc must not change afterwards.
 func (r *Relay) NotifyEnded(rc *Receipt) { r.notifyWith(rc.MessageID, rc) }
+
+// LookNow wakes every wait on this instance (for a receipt, for results,
+// a send waiting for its first attempt) and calls every OnMessageEvent
+// callback, so that each reads the store once now: stores shared between
+// instances call it when another instance told of a change they cannot
+// read (a notification of a newer format, a garbled one) or may have
+// missed some (after their listening connection reconnected). It costs a
+// store read per wait, as one poll of each would; callers bound how often
+// they call it.
+func (r *Relay) LookNow() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ws := range r.waiters {
+		for _, ch := range ws {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+	r.attempts.signalAll(attemptSignal{look: true})
+	for id, hs := range r.hooks {
+		for _, h := range hs {
+			h.fn(id)
+		}
+	}
+}
 
 // receiptAccess returns message id's receipt when p may read it: its
 // sender or receiver in the identity that sent or received it, the

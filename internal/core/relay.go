@@ -60,6 +60,7 @@ type Config struct {
 	BackoffMax     time.Duration // longest retry delay [30s]
 	DeliverTimeout time.Duration // one attempt's timeout [10s]
 	Poll           time.Duration // scheduler poll when idle [250ms]
+	WaitPoll       time.Duration // first poll of a wait for a receipt or results; later ones twice as far apart, up to 8 times it [250ms]
 	Retention      time.Duration // how long terminal receipts are kept [24h]
 	MaxQueue       int           // queued messages per receiver, below 0 no limit [100000]
 	MaxQueueBytes  int64         // bytes of queued messages per receiver (stores that are QueueSizers), 0 no limit [0]
@@ -92,6 +93,7 @@ func (c *Config) defaults() {
 	def(&c.BackoffMax, 30*time.Second)
 	def(&c.DeliverTimeout, 10*time.Second)
 	def(&c.Poll, 250*time.Millisecond)
+	def(&c.WaitPoll, waitPollFirst)
 	def(&c.Retention, 24*time.Hour)
 	def(&c.Skew, 2*time.Second)
 	if c.MaxInFlight <= 0 {

@@ -470,12 +470,21 @@ func listen(ctx context.Context, pg *postgres.Store) (due, receipts <-chan strin
 // postgres.Store.DueWake), the waits for receipts with the receipts the
 // notifications carry, the waits for results with the replies other
 // instances accepted, and the followers of records with the writes
-// other instances announced (core.RecordEvent).
+// other instances announced (core.RecordEvent). What it cannot read — a
+// notification of a newer build, a garbled one, the empty one after the
+// listener reconnected — makes every wait here read the store
+// (core.Relay.LookNow, at most once per lookGap), and is logged, as are
+// notifications of older builds, at most once per formatLogGap.
 func follow(ctx context.Context, pg *postgres.Store, due, receipts <-chan string, relay *core.Relay, log *slog.Logger) {
+	var look looker
+	defer look.stop()
+	var newer, older rareLog
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-look.C():
+			look.fired(relay)
 		case payload, ok := <-due:
 			if !ok {
 				log.Warn("due notifications ended")
@@ -484,6 +493,12 @@ func follow(ctx context.Context, pg *postgres.Store, due, receipts <-chan string
 			switch pg.DueWake(payload) {
 			case postgres.WakeAll:
 				relay.Wake()
+			case postgres.WakeUnknown:
+				relay.Wake()
+				if n, ok := newer.add(1); ok {
+					log.Warn("a hub instance on this database speaks a newer notification format; looking for due work on each",
+						"channel", pg.DueChannel(), "unread", n)
+				}
 			case postgres.WakeStreams:
 				relay.WakeStreams()
 			}
@@ -491,21 +506,114 @@ func follow(ctx context.Context, pg *postgres.Store, due, receipts <-chan string
 			if !ok {
 				return
 			}
-			for _, n := range postgres.ParseReceiptsFor(payload, relay.Follows) {
+			rd := pg.ReadReceipts(payload, relay.Follows)
+			for _, n := range rd.Receipts {
 				if n.Receipt != nil {
 					relay.NotifyEnded(n.Receipt)
 				} else {
 					relay.NotifyReceipt(n.ID)
 				}
 			}
-			for _, ev := range pg.RecordEvents(payload) {
+			for _, ev := range rd.Records {
 				relay.NotifyRecord(ev)
 			}
-			for _, id := range pg.ResultEvents(payload) {
+			for _, id := range rd.Results {
 				relay.NotifyResult(id)
+			}
+			if rd.LookNow {
+				look.now(relay)
+			}
+			if n, ok := newer.add(rd.Unknown); ok {
+				log.Warn("a hub instance on this database speaks a newer notification format; waits here read the store on each",
+					"channel", pg.ReceiptChannel(), "unread", n, "every", lookGap)
+			}
+			if n, ok := older.add(rd.Legacy); ok {
+				log.Info("a hub instance on this database speaks an older notification format; read",
+					"channel", pg.ReceiptChannel(), "lines", n)
 			}
 		}
 	}
+}
+
+// lookGap is the least time between two looks (core.Relay.LookNow) that
+// follow makes: each costs a store read per wait here, as a wait's first
+// poll does, and a peer of a newer build may ask for one with each of its
+// notifications (every few milliseconds under load).
+const lookGap = 250 * time.Millisecond
+
+// looker calls core.Relay.LookNow at once, or, within lookGap of its last
+// call, once when lookGap has passed.
+type looker struct {
+	last    time.Time
+	timer   *time.Timer
+	pending bool
+}
+
+// C is the channel on which a deferred look is due; call fired then.
+func (l *looker) C() <-chan time.Time {
+	if l.timer == nil {
+		return nil
+	}
+	return l.timer.C
+}
+
+func (l *looker) now(relay *core.Relay) {
+	if l.pending {
+		return
+	}
+	d := lookGap - time.Since(l.last)
+	if l.last.IsZero() || d <= 0 {
+		l.look(relay)
+		return
+	}
+	if l.timer == nil {
+		l.timer = time.NewTimer(d)
+	} else {
+		l.timer.Reset(d)
+	}
+	l.pending = true
+}
+
+func (l *looker) fired(relay *core.Relay) {
+	l.pending = false
+	l.look(relay)
+}
+
+func (l *looker) look(relay *core.Relay) {
+	l.last = time.Now()
+	relay.LookNow()
+}
+
+func (l *looker) stop() {
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+}
+
+// formatLogGap is how often at most follow logs that another instance
+// speaks another notification format.
+const formatLogGap = 10 * time.Minute
+
+// rareLog counts occurrences and says when to log them: the first at
+// once, then at most once per formatLogGap, with the count since.
+type rareLog struct {
+	last time.Time
+	n    int
+}
+
+// add counts n occurrences (none when n is 0); when it is time to log,
+// ok is true and total is the count to log.
+func (r *rareLog) add(n int) (total int, ok bool) {
+	if n == 0 {
+		return 0, false
+	}
+	r.n += n
+	if !r.last.IsZero() && time.Since(r.last) < formatLogGap {
+		return 0, false
+	}
+	r.last = time.Now()
+	total, r.n = r.n, 0
+	return total, true
 }
 
 // deriveKey derives a key for purpose from the hub's key.

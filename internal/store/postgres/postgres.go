@@ -228,6 +228,9 @@ const (
 	// first, the lanes are claimed by the other instances' periodic polls
 	// (core.RelayConfig.Poll), once the dead instance's claim has lapsed.
 	WakeStreams
+	// WakeUnknown is WakeAll for a payload this build cannot read (a peer
+	// of a newer build): the safe answer is to look now.
+	WakeUnknown
 )
 
 // DueWake tells what a DueChannel payload asks of this store's instance:
@@ -236,19 +239,44 @@ const (
 // for lanes it released (another instance's accept may have raced the
 // release, and polled while the lane was still claimed); WakeNone for its
 // other writes (accepts, Wake, Replay: its relay has woken its scheduler
-// and its streams); WakeStreams for the notifications of other instances.
+// and its streams); WakeStreams for the notifications of other instances;
+// WakeUnknown for a payload of none of these forms.
+//
+// The payloads, by build: empty, always (builds before e978ee0); the
+// writer's instance id (since e978ee0), followed by acceptedMark for
+// accepts (since 40afff4). An instance id is rand.Text's: 26 characters
+// of base32. A later build that needs another payload must make it of
+// another form (a "v3:" prefix, say), which this build answers with
+// WakeUnknown, or keep the instance id as it is.
 func (s *Store) DueWake(payload string) DueWake {
 	if payload == "" {
 		return WakeAll
 	}
 	id, accepted := strings.CutSuffix(payload, acceptedMark)
 	switch {
-	case id != s.instance:
-		return WakeStreams
-	case accepted:
+	case id == s.instance && accepted:
 		return WakeNone
+	case id == s.instance:
+		return WakeAll
+	case isInstanceID(id):
+		return WakeStreams
 	}
-	return WakeAll
+	return WakeUnknown
+}
+
+// isInstanceID reports whether id has the form of an instance id
+// (rand.Text: 26 characters of the standard base32 alphabet, or more in
+// a later Go).
+func isInstanceID(id string) bool {
+	if len(id) < 26 {
+		return false
+	}
+	for i := range len(id) {
+		if c := id[i]; (c < 'A' || c > 'Z') && (c < '2' || c > '7') {
+			return false
+		}
+	}
+	return true
 }
 
 // ReceiptChannel is the channel notified when messages reach a terminal

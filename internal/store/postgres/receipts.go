@@ -19,9 +19,30 @@ import (
 // long history) goes as its id alone, and so do the messages ended by
 // Pull and Ack; a listener reads those.
 //
-// A payload is one entry a line, each a JSON value: a string (an id) or an
-// object (a core.Receipt). JSON escapes newlines, so any id fits on a
-// line.
+// A payload is one entry a line, each a JSON value: a string (an id), an
+// object (a core.Receipt), or an array whose first element, a string,
+// marks an announcement (resultevents.go, recordevents.go). JSON escapes
+// newlines, so any id fits on a line.
+//
+// The formats of a payload's lines, by build (ReadReceipts reads all):
+//
+//  1. Builds before e978ee0: a plain message id a line (the first builds
+//     sent one id a notification). A line that does not begin with '"',
+//     '{' or '[' is read as one.
+//  2. Since e978ee0: a JSON value a line, as above; announcements marked
+//     "record" (since 7ff05ad) and "result" (since df20847) came later,
+//     and builds before them skipped these lines.
+//
+// Format 2 is this build's. A line this build cannot read — an
+// array of a mark it does not know, a line that does not decode, an empty
+// line — is not dropped: ReadReceipts answers LookNow, and the hub wakes
+// every local wait to read the store, at a bounded rate. So a later
+// format must keep to this shape: every line a JSON value, new kinds of
+// line as arrays of a new mark (a new format's own lines marked
+// "v<format>", ["v3", …]), never a line that is not JSON (read here as a
+// format 1 id). A change of what existing lines mean must come as lines
+// of a new mark, with the old lines still written for as long as builds
+// that read only those may share the database.
 
 // maxPayload is the most a receipt notification carries (PostgreSQL's
 // limit is 8000 bytes).
@@ -104,9 +125,10 @@ func receiptPayloads(lines []string) []string {
 	return out
 }
 
-// ParseReceipts splits a ReceiptChannel payload into its entries. Lines
-// that are neither a JSON string nor a receipt with a message id are
-// skipped: a notification is a hint, never worth an error.
+// ParseReceipts splits a ReceiptChannel payload into its entries: the
+// lines of message ids and receipts, in every format (see ReadReceipts).
+// Other lines are left out: announcements, and lines this build cannot
+// read, which ReadReceipts reports.
 func ParseReceipts(payload string) []ReceiptNote { return ParseReceiptsFor(payload, nil) }
 
 // ParseReceiptsFor is ParseReceipts keeping only the entries of message
@@ -114,33 +136,138 @@ func ParseReceipts(payload string) []ReceiptNote { return ParseReceiptsFor(paylo
 // decoded only when wanted: every instance hears every instance's
 // receipts, and most are of messages nobody there waits for.
 func ParseReceiptsFor(payload string, want func(id string) bool) []ReceiptNote {
-	var out []ReceiptNote
+	var rd ReceiptRead
 	for line := range strings.SplitSeq(payload, "\n") {
-		if want != nil {
-			if id, ok := lineID(line); ok && !want(id) {
-				continue
-			}
-		}
-		var n ReceiptNote
-		switch {
-		case strings.HasPrefix(line, `"`):
-			if json.Unmarshal([]byte(line), &n.ID) != nil || n.ID == "" {
-				continue
-			}
-		case strings.HasPrefix(line, "{"):
-			rc := new(core.Receipt)
-			if json.Unmarshal([]byte(line), rc) != nil || rc.MessageID == "" {
-				continue
-			}
-			n = ReceiptNote{ID: rc.MessageID, Receipt: rc}
-		default:
-			continue
-		}
-		if want == nil || want(n.ID) {
-			out = append(out, n)
+		switch kindOf(line) {
+		case lineReceipt:
+			rd.receipt(line, want)
+		case lineLegacy:
+			rd.legacy(line, want)
 		}
 	}
-	return out
+	return rd.Receipts
+}
+
+// ReceiptRead is what a ReceiptChannel payload tells an instance
+// (Store.ReadReceipts).
+type ReceiptRead struct {
+	// Receipts are the ended messages wanted, with their receipts when
+	// the payload carried them.
+	Receipts []ReceiptNote
+	// Records are the record announcements of other instances.
+	Records []core.RecordEvent
+	// Results are the correlation ids of other instances' result
+	// announcements.
+	Results []string
+	// LookNow says that something changed which the payload does not
+	// name in a way this build can read: every wait should read the store
+	// now (core.Relay.LookNow). It is set for Unknown lines and for the
+	// empty payload the notifier sends after its connection came back
+	// (notifications may have been missed meanwhile).
+	LookNow bool
+	// Unknown counts the lines this build cannot read: of a newer format
+	// (a peer of a newer build), or garbled.
+	Unknown int
+	// Legacy counts the lines of format 1 (a peer of a build before
+	// format 2), read as message ids.
+	Legacy int
+}
+
+// ReadReceipts reads a ReceiptChannel payload in one pass: the entries of
+// the ended messages for which want reports true (all when want is nil;
+// see ParseReceiptsFor), the announcements of other instances (see
+// RecordEvents, ResultEvents), and whether to look now. Nothing in a
+// payload is dropped silently: what this build cannot read sets LookNow.
+func (s *Store) ReadReceipts(payload string, want func(id string) bool) ReceiptRead {
+	var rd ReceiptRead
+	if payload == "" {
+		rd.LookNow = true
+		return rd
+	}
+	for line := range strings.SplitSeq(payload, "\n") {
+		ok := true
+		switch kindOf(line) {
+		case lineReceipt:
+			ok = rd.receipt(line, want)
+		case lineLegacy:
+			rd.legacy(line, want)
+		case lineResult:
+			ok = s.readResult(line, &rd)
+		case lineRecord:
+			ok = s.readRecord(line, &rd)
+		default:
+			ok = false
+		}
+		if !ok {
+			rd.Unknown++
+			rd.LookNow = true
+		}
+	}
+	return rd
+}
+
+// Lines of a ReceiptChannel payload, by how they begin (kindOf).
+type lineKind int
+
+const (
+	lineUnknown lineKind = iota // an empty line, an announcement of a mark not known here
+	lineReceipt                 // a JSON string (an id) or object (a receipt)
+	lineLegacy                  // format 1: a plain id
+	lineResult                  // ["result", …]
+	lineRecord                  // ["record", …]
+)
+
+// kindOf tells a line's kind by its first bytes, without decoding it.
+func kindOf(line string) lineKind {
+	switch {
+	case line == "":
+		return lineUnknown
+	case line[0] == '"' || line[0] == '{':
+		return lineReceipt
+	case line[0] != '[':
+		return lineLegacy
+	case strings.HasPrefix(line, `["`+resultMark+`",`):
+		return lineResult
+	case strings.HasPrefix(line, `["`+recordMark+`",`):
+		return lineRecord
+	}
+	return lineUnknown
+}
+
+// legacy reads a format 1 line, a plain id, into rd.Receipts when want
+// wants it.
+func (rd *ReceiptRead) legacy(line string, want func(id string) bool) {
+	rd.Legacy++
+	if want == nil || want(line) {
+		rd.Receipts = append(rd.Receipts, ReceiptNote{ID: line})
+	}
+}
+
+// receipt reads an id or receipt line into rd.Receipts when want wants
+// it; it reports false when the line does not decode (a line whose id is
+// plain and not wanted is not decoded).
+func (rd *ReceiptRead) receipt(line string, want func(id string) bool) bool {
+	if want != nil {
+		if id, ok := lineID(line); ok && !want(id) {
+			return true
+		}
+	}
+	var n ReceiptNote
+	if line[0] == '"' {
+		if json.Unmarshal([]byte(line), &n.ID) != nil || n.ID == "" {
+			return false
+		}
+	} else {
+		rc := new(core.Receipt)
+		if json.Unmarshal([]byte(line), rc) != nil || rc.MessageID == "" {
+			return false
+		}
+		n = ReceiptNote{ID: rc.MessageID, Receipt: rc}
+	}
+	if want == nil || want(n.ID) {
+		rd.Receipts = append(rd.Receipts, n)
+	}
+	return true
 }
 
 // receiptPrefix is how a receipt's line begins (encoding/json writes the

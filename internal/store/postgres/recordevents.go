@@ -35,22 +35,29 @@ func (s *Store) AnnounceRecord(ev core.RecordEvent) {
 }
 
 // RecordEvents is the record announcements of other instances in a
-// ReceiptChannel payload. Lines that are not a well-formed announcement
-// are skipped: a notification is a hint, never worth an error.
+// ReceiptChannel payload (see ReadReceipts).
 func (s *Store) RecordEvents(payload string) []core.RecordEvent {
-	var out []core.RecordEvent
+	var rd ReceiptRead
 	for line := range strings.SplitSeq(payload, "\n") {
-		if !strings.HasPrefix(line, "[") {
-			continue
+		if kindOf(line) == lineRecord {
+			s.readRecord(line, &rd)
 		}
-		var mark, instance string
-		var ev core.RecordEvent
-		v := []any{&mark, &instance, &ev.Kind, &ev.ID, &ev.Index, &ev.Version}
-		if json.Unmarshal([]byte(line), &v) != nil || len(v) != 6 || mark != recordMark ||
-			instance == s.instance || ev.Kind == "" || ev.ID == "" {
-			continue
-		}
-		out = append(out, ev)
 	}
-	return out
+	return rd.Records
+}
+
+// readRecord adds a record announcement to rd.Records unless it is this
+// instance's; it reports false when the line is not a well-formed
+// announcement.
+func (s *Store) readRecord(line string, rd *ReceiptRead) bool {
+	var mark, instance string
+	var ev core.RecordEvent
+	v := []any{&mark, &instance, &ev.Kind, &ev.ID, &ev.Index, &ev.Version}
+	if json.Unmarshal([]byte(line), &v) != nil || len(v) != 6 || mark != recordMark || ev.Kind == "" || ev.ID == "" {
+		return false
+	}
+	if instance != s.instance {
+		rd.Records = append(rd.Records, ev)
+	}
+	return true
 }

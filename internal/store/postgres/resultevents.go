@@ -11,8 +11,8 @@ import (
 // correlated to an earlier one (a reply). The waits for results on the
 // other instances (core's result waits: ATP's results, MCP's
 // wait_for_reply) wake at once on it instead of at their next poll.
-// ParseReceipts, RecordEvents and the parsers of earlier versions skip
-// these lines; ResultEvents takes only these.
+// ParseReceipts and RecordEvents skip these lines, as did the parsers of
+// the builds before them; ResultEvents takes only these.
 
 // resultMark is the first element of a result announcement's line.
 const resultMark = "result"
@@ -31,20 +31,27 @@ func (s *Store) signalResult(correlationID string) {
 }
 
 // ResultEvents is the correlation ids of the result announcements of
-// other instances in a ReceiptChannel payload. Lines that are not a
-// well-formed announcement are skipped: a notification is a hint.
+// other instances in a ReceiptChannel payload (see ReadReceipts).
 func (s *Store) ResultEvents(payload string) []string {
-	var out []string
+	var rd ReceiptRead
 	for line := range strings.SplitSeq(payload, "\n") {
-		if !strings.HasPrefix(line, `["`+resultMark+`"`) {
-			continue
+		if kindOf(line) == lineResult {
+			s.readResult(line, &rd)
 		}
-		var v []string
-		if json.Unmarshal([]byte(line), &v) != nil || len(v) != 3 || v[0] != resultMark ||
-			v[1] == s.instance || v[2] == "" {
-			continue
-		}
-		out = append(out, v[2])
 	}
-	return out
+	return rd.Results
+}
+
+// readResult adds a result announcement's correlation id to rd.Results
+// unless the announcement is this instance's; it reports false when the
+// line is not a well-formed announcement.
+func (s *Store) readResult(line string, rd *ReceiptRead) bool {
+	var v []string
+	if json.Unmarshal([]byte(line), &v) != nil || len(v) != 3 || v[0] != resultMark || v[2] == "" {
+		return false
+	}
+	if v[1] != s.instance {
+		rd.Results = append(rd.Results, v[2])
+	}
+	return true
 }

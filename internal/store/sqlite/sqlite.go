@@ -293,7 +293,13 @@ func openChecked(ctx context.Context, dir string, o Options) (_ *Store, err erro
 	dsn := func(extra string) string {
 		return "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(" + sync + ")" + extra
 	}
-	wdb, err := sql.Open("sqlite", dsn("&_txlock=immediate"))
+	// The writer keeps its temporary files in memory: above all the
+	// statement journal, which SQLite otherwise spills to a file it
+	// creates, writes and deletes in each group commit whose
+	// multi-row statement (a batch of acks) touches more than 64 KiB
+	// of pages. It never holds more than a copy of the pages one of
+	// the writer's statements changes, which the statements bound.
+	wdb, err := sql.Open("sqlite", dsn("&_txlock=immediate&_pragma=temp_store(memory)"))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open: %w", err)
 	}

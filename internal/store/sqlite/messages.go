@@ -110,7 +110,7 @@ func (s *Store) accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 	}
 	var res core.AcceptResult
 	var pulled bool
-	err = s.write(ctx, func(tx *wtx) error {
+	err = s.writeOp(ctx, &op{err: make(chan error, 1), lazyLanes: true, fn: func(tx *wtx) error {
 		pulled = false
 		queued := r.Status == core.StatusQueued
 		state := 1
@@ -129,6 +129,10 @@ func (s *Store) accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 			return nil
 		}
 		if queued && maxQueue > 0 {
+			// The depth below reads the lanes.
+			if err := tx.flushPending(); err != nil {
+				return err
+			}
 			// Check before writing, so a refusal leaves nothing to undo.
 			var one int
 			switch err := tx.QueryRowContext(ctx, "SELECT 1 FROM messages WHERE id = ?", m.ID).Scan(&one); {
@@ -176,26 +180,26 @@ func (s *Store) accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 			}
 			s.cursors[m.Receiver] = cur
 		}
-		if queued {
-			// A lane is kept when it empties (purge drops idle ones); an
-			// empty lane starts afresh: due now and not parked.
-			if _, err := tx.ExecContext(ctx, `INSERT INTO lanes(receiver, sender, pending, next_at) VALUES (?,?,1,?)
-				ON CONFLICT(receiver, sender) DO UPDATE SET pending = pending + 1,
-				parked = CASE WHEN pending <= 0 THEN 0 ELSE parked END,
-				next_at = CASE WHEN pending <= 0 THEN excluded.next_at ELSE next_at END`,
-				m.Receiver, m.Sender, ts(m.ReceivedAt)); err != nil {
+		switch {
+		case queued && claim == nil:
+			// Written with the batch's other accepts (addPending).
+			tx.addPending(m.Receiver, m.Sender, ts(m.ReceivedAt))
+		case queued:
+			// The claim reads the lane as this accept leaves it.
+			if err := tx.flushPending(); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, upsertLane, m.Receiver, m.Sender, 1, ts(m.ReceivedAt)); err != nil {
 				return fmt.Errorf("sqlite: update lane: %w", err)
 			}
-			if claim != nil {
-				out, err := tx.ExecContext(ctx, `UPDATE lanes SET claim_until = ?, owner = ?
-					WHERE receiver = ? AND sender = ? AND pending = 1 AND parked = 0 AND claim_until <= ?`,
-					ts(claim.until), claim.owner, m.Receiver, m.Sender, ts(claim.now))
-				if err != nil {
-					return fmt.Errorf("sqlite: claim lane: %w", err)
-				}
-				n, _ := out.RowsAffected()
-				pulled = n == 1
+			out, err := tx.ExecContext(ctx, `UPDATE lanes SET claim_until = ?, owner = ?
+				WHERE receiver = ? AND sender = ? AND pending = 1 AND parked = 0 AND claim_until <= ?`,
+				ts(claim.until), claim.owner, m.Receiver, m.Sender, ts(claim.now))
+			if err != nil {
+				return fmt.Errorf("sqlite: claim lane: %w", err)
 			}
+			n, _ := out.RowsAffected()
+			pulled = n == 1
 		}
 		if m.ConversationID != "" {
 			at := ts(m.ReceivedAt)
@@ -224,7 +228,7 @@ func (s *Store) accept(ctx context.Context, m *core.Message, r *core.Receipt, ma
 			res.Receipt.History = pulledEvents
 		}
 		return nil
-	})
+	}})
 	return res, pulled, err
 }
 

@@ -113,6 +113,52 @@ type wtx struct {
 	committed []func()
 	// bound holds the statements bound to tx so far (closed with it).
 	bound map[string]*sql.Stmt
+	// pending holds the lane counts accepts added and not yet written
+	// (see addPending).
+	pending []pendingAdd
+}
+
+// pendingAdd is n messages queued in a lane, the first at at.
+type pendingAdd struct {
+	receiver, sender string
+	n                int
+	at               int64
+}
+
+// upsertLane adds the pending count in the third parameter to the lane,
+// creating it. A lane is kept when it empties (purge drops idle ones); an
+// empty lane starts afresh: due at the fourth parameter and not parked.
+const upsertLane = `INSERT INTO lanes(receiver, sender, pending, next_at) VALUES (?,?,?,?)
+	ON CONFLICT(receiver, sender) DO UPDATE SET pending = pending + excluded.pending,
+	parked = CASE WHEN pending <= 0 THEN 0 ELSE parked END,
+	next_at = CASE WHEN pending <= 0 THEN excluded.next_at ELSE next_at END`
+
+// addPending counts a message accepted at at in its lane, to be written
+// with the others of the group commit by flushPending: one statement per
+// lane rather than one per message. The n accepts' own upserts would have
+// left the lane just as one that adds n with the first one's time does
+// (only the first can find the lane empty). Nothing may read the lanes
+// table between: the writer flushes before every request but accepts
+// (lazyLanes), and an accept that reads it flushes first.
+func (w *wtx) addPending(receiver, sender string, at int64) {
+	for i := range w.pending {
+		if p := &w.pending[i]; p.receiver == receiver && p.sender == sender {
+			p.n++
+			return
+		}
+	}
+	w.pending = append(w.pending, pendingAdd{receiver: receiver, sender: sender, n: 1, at: at})
+}
+
+// flushPending writes the lane counts addPending gathered.
+func (w *wtx) flushPending() error {
+	for _, p := range w.pending {
+		if _, err := w.ExecContext(context.Background(), upsertLane, p.receiver, p.sender, p.n, p.at); err != nil {
+			return fmt.Errorf("sqlite: update lane: %w", err)
+		}
+	}
+	w.pending = w.pending[:0]
+	return nil
 }
 
 // afterCommit runs f once the transaction has committed.
@@ -225,6 +271,9 @@ var _ core.Store = (*Store)(nil)
 type op struct {
 	fn  func(tx *wtx) error
 	err chan error
+	// lazyLanes: fn reads nothing of the lanes table unless it flushes
+	// the pending lane counts first (see addPending).
+	lazyLanes bool
 }
 
 // Open opens (creating if needed) the store in directory dir, which one
@@ -293,7 +342,13 @@ func openChecked(ctx context.Context, dir string, o Options) (_ *Store, err erro
 	dsn := func(extra string) string {
 		return "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(" + sync + ")" + extra
 	}
-	wdb, err := sql.Open("sqlite", dsn("&_txlock=immediate"))
+	// The writer keeps its temporary files in memory: above all the
+	// statement journal, which SQLite otherwise spills to a file it
+	// creates, writes and deletes in each group commit whose
+	// multi-row statement (a batch of acks) touches more than 64 KiB
+	// of pages. It never holds more than a copy of the pages one of
+	// the writer's statements changes, which the statements bound.
+	wdb, err := sql.Open("sqlite", dsn("&_txlock=immediate&_pragma=temp_store(memory)"))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open: %w", err)
 	}
@@ -391,7 +446,11 @@ var ErrClosed = errors.New("sqlite: store closed")
 
 // write runs fn in the writer's next transaction and waits for the commit.
 func (s *Store) write(ctx context.Context, fn func(tx *wtx) error) error {
-	o := &op{fn: fn, err: make(chan error, 1)}
+	return s.writeOp(ctx, &op{fn: fn, err: make(chan error, 1)})
+}
+
+// writeOp is write of a prepared request.
+func (s *Store) writeOp(ctx context.Context, o *op) error {
 	select {
 	case s.ops <- o:
 	case <-s.quit:
@@ -561,10 +620,20 @@ func (s *Store) commitTogether(batch []*op) bool {
 	w := &wtx{tx: tx, s: s}
 	results := make([]error, len(batch))
 	for i, o := range batch {
+		if !o.lazyLanes {
+			if err := w.flushPending(); err != nil {
+				s.rollback(tx)
+				return false
+			}
+		}
 		if results[i] = o.fn(w); results[i] != nil && !cleanError(results[i]) {
 			s.rollback(tx)
 			return false
 		}
+	}
+	if err := w.flushPending(); err != nil {
+		s.rollback(tx)
+		return false
 	}
 	if err := tx.Commit(); err != nil {
 		s.rollback(tx)
@@ -596,7 +665,11 @@ func (s *Store) commitOne(o *op) {
 		return
 	}
 	w := &wtx{tx: tx, s: s}
-	if err := o.fn(w); err != nil {
+	err = o.fn(w)
+	if err == nil {
+		err = w.flushPending()
+	}
+	if err != nil {
 		s.rollback(tx)
 		o.err <- err
 		return

@@ -25,8 +25,14 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/waitfor"
 )
 
+// slowRefill is a rate limit whose bucket gains a token every 100 s: the
+// tests below count refusals after a burst of 5, and a faster refill
+// would let a request through whenever the machine is slow enough
+// (a 5/s limit failed that way under load).
+const slowRefill = 0.01
+
 func TestRateLimitAndHeaders(t *testing.T) {
-	h, base := hubtest.Start(t, hub.Options{RateLimit: 5, RateBurst: 5})
+	h, base := hubtest.Start(t, hub.Options{RateLimit: slowRefill, RateBurst: 5})
 	get := func(token string) *http.Response {
 		req, _ := http.NewRequest("GET", base+"/healthz", nil)
 		if token != "" {
@@ -84,7 +90,7 @@ func TestRateLimitAndHeaders(t *testing.T) {
 // made-up tokens meet the limit too; the refusals carry the security
 // headers.
 func TestRefusedCredentialsAreRateLimited(t *testing.T) {
-	_, base := hubtest.Start(t, hub.Options{RateLimit: 5, RateBurst: 5})
+	_, base := hubtest.Start(t, hub.Options{RateLimit: slowRefill, RateBurst: 5})
 	codes := map[int]int{}
 	for i := range 8 {
 		req, _ := http.NewRequest("GET", base+"/atp/agents", nil)

@@ -20,6 +20,8 @@
 # frequent statements: calls and execution time per accepted message.
 # With PPROF=DIR each hub serves pprof and a CPU profile of each hub over
 # the bench is written to DIR/<setup>-lanes<L>-r<round>-hub<i>.pprof.
+# With BIN=PATH that binary is run instead of one built from this tree
+# (to compare builds, run the script once per build, interleaved).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-8}
@@ -29,8 +31,11 @@ setups=${4:-embedded,pg1,pg2}
 port=${5:-25440}
 work=$(mktemp -d /tmp/switchboard-scaleout.XXXXXX)
 chmod 755 "$work"
-bin=$work/switchboard
-go build -o "$bin" ./cmd/switchboard
+bin=${BIN:-}
+if [ -z "$bin" ]; then
+	bin=$work/switchboard
+	go build -o "$bin" ./cmd/switchboard
+fi
 pgdir=$work/pg
 base=$(PGTEST_FAST= scripts/postgres-test-server.sh start "$pgdir" "$port")
 statements=${STATEMENTS:-0}

@@ -548,6 +548,7 @@ async function loadStats() {
 
 let historyCursors = []; // the "before" of each page shown after the first
 let historyNext = 0;
+let historySeq = 0; // the latest loadHistory: an earlier one's answer is dropped
 
 function historyRow(m) {
   return el("tr", { "data-msg": m.message_id, "data-status": m.status },
@@ -562,6 +563,11 @@ function historyRow(m) {
 }
 
 async function loadHistory() {
+  // A search, a page turn or the tab can each start a load while another
+  // is in flight; only the latest may fill the table, or a late answer to
+  // an earlier request would show its rows under the newer page's label.
+  const seq = ++historySeq;
+  $("#h-page").textContent = "loading…";
   const q = new URLSearchParams({ limit: "25" });
   for (const [k, id] of [["q", "#h-q"], ["agent", "#h-agent"], ["status", "#h-status"], ["protocol", "#h-proto"]]) {
     const v = $(id).value.trim();
@@ -570,6 +576,7 @@ async function loadHistory() {
   const before = historyCursors[historyCursors.length - 1];
   if (before) q.set("before", String(before));
   const data = await api("/messages?" + q);
+  if (seq !== historySeq) return;
   $("#history-table tbody").replaceChildren(...data.messages.map(historyRow));
   $("#history-empty").hidden = data.messages.length > 0;
   historyNext = data.next_before || 0;

@@ -83,7 +83,15 @@ func TestLookNow(t *testing.T) {
 			done := make(chan struct{})
 			go func() { defer close(done); c.wait(ctx, f, saw) }()
 			defer func() { cancel(); <-done }()
-			waitfor.True(t, c.name+" to begin", func() bool { return f.relay.Follows(c.key) })
+			// The first-attempt wait watches m1 before it sends it: wait
+			// for the message too, or expireAll may find nothing to end.
+			waitfor.True(t, c.name+" to begin, with m1 stored", func() bool {
+				if !f.relay.Follows(c.key) {
+					return false
+				}
+				_, err := f.store.GetReceipt(f.ctx, "m1")
+				return err == nil
+			})
 			c.change(t, f)
 			f.relay.LookNow()
 			if got := waitfor.Recv(t, c.name+" to see the change after LookNow", saw); got != c.want {

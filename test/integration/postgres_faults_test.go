@@ -228,6 +228,30 @@ func TestPostgresRefusesUnstorableText(t *testing.T) {
 			t.Errorf("refused message %s was stored: %d %s", id, code, body)
 		}
 	}
+	// A lookup by such a text finds nothing, as on the embedded store:
+	// not found, or an empty list, never PostgreSQL's own error.
+	for _, c := range []struct {
+		path string
+		want int
+	}{
+		{"/atp/agents/wo%00rker", 404},
+		{"/atp/receipts/nul-1%00", 404},
+		{"/atp/results/nul-1%00", 404},
+		{"/atp/agents?capability=x%00", 200},
+		{"/v1/dlq?receiver=w%FF", 200},
+		{"/mamp/v1/conversations/c%00", 404},
+		{"/dashboard/api/messages?q=a%00", 200},
+	} {
+		if code, body := get(t, base+c.path); code != c.want || strings.Contains(body, "SQLSTATE") {
+			t.Errorf("GET %s: %d %s; want %d", c.path, code, body, c.want)
+		}
+	}
+	if code, _, body := post(t, base+"/a2a/worker", `{"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{"id":"t\u0000"}}`); code != 200 || !strings.Contains(body, `"code":-32001`) {
+		t.Errorf("A2A tasks/get by an id with a NUL: %d %s; want task not found (-32001)", code, body)
+	}
+	if code, _, body := post(t, base+"/atp/send", `{"message_id":"nul-6","sender":"planner","receiver":"wor\u0000ker","type":"t","payload":{}}`); code != 404 {
+		t.Errorf("send to a receiver with a NUL: %d %s; want 404 (unknown receiver)", code, body)
+	}
 	// A NUL in content is kept.
 	if code, _, body := post(t, base+"/atp/send", `{"message_id":"nul-ok","sender":"planner","receiver":"worker","type":"t","payload":{"text":"a\u0000b"}}`); code != 200 {
 		t.Fatalf("a NUL in the payload: %d %s", code, body)

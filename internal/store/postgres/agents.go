@@ -59,6 +59,9 @@ func scanAgent(row pgx.Row) (*core.Agent, error) {
 
 // GetAgent implements core.Store.
 func (s *Store) GetAgent(ctx context.Context, id string) (*core.Agent, error) {
+	if !core.Storable(id) {
+		return nil, fmt.Errorf("agent %q: %w", id, core.ErrNotFound)
+	}
 	a, err := scanAgent(s.pool.QueryRow(ctx, "SELECT "+agentCols+" FROM agents WHERE id = $1", id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("agent %q: %w", id, core.ErrNotFound)
@@ -71,6 +74,9 @@ func (s *Store) GetAgent(ctx context.Context, id string) (*core.Agent, error) {
 
 // ListAgents implements core.Store.
 func (s *Store) ListAgents(ctx context.Context, f core.AgentFilter) ([]*core.Agent, error) {
+	if !core.Storable(f.Capability) {
+		return nil, nil
+	}
 	var where []string
 	var args []any
 	arg := func(v any) string {
@@ -113,6 +119,9 @@ func (s *Store) CountAgents(ctx context.Context) (int, error) {
 
 // RenewLease implements core.Store.
 func (s *Store) RenewLease(ctx context.Context, id string, expiresAt, now time.Time) error {
+	if !core.Storable(id) {
+		return fmt.Errorf("agent %q: %w", id, core.ErrNotFound)
+	}
 	tag, err := s.pool.Exec(ctx, "UPDATE agents SET expires_at = $2, last_seen = $3 WHERE id = $1", id, expiresAt, now)
 	if err != nil {
 		return wrap("renew lease", err)
@@ -125,6 +134,9 @@ func (s *Store) RenewLease(ctx context.Context, id string, expiresAt, now time.T
 
 // DeleteAgent implements core.Store.
 func (s *Store) DeleteAgent(ctx context.Context, id string) error {
+	if !core.Storable(id) {
+		return fmt.Errorf("agent %q: %w", id, core.ErrNotFound)
+	}
 	tag, err := s.pool.Exec(ctx, "DELETE FROM agents WHERE id = $1", id)
 	if err != nil {
 		return wrap("delete agent", err)

@@ -90,6 +90,9 @@ func scanConversation(row pgx.Row) (*core.Conversation, error) {
 
 // GetConversation implements core.Store.
 func (s *Store) GetConversation(ctx context.Context, id string) (*core.Conversation, error) {
+	if !core.Storable(id) {
+		return nil, fmt.Errorf("conversation %q: %w", id, core.ErrNotFound)
+	}
 	c, err := scanConversation(s.pool.QueryRow(ctx, conversationSQL+" WHERE c.id = $1 GROUP BY c.id", id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("conversation %q: %w", id, core.ErrNotFound)
@@ -102,6 +105,9 @@ func (s *Store) GetConversation(ctx context.Context, id string) (*core.Conversat
 
 // ListConversations implements core.Store.
 func (s *Store) ListConversations(ctx context.Context, agentID string, limit int) ([]*core.Conversation, error) {
+	if !core.Storable(agentID) {
+		return nil, nil
+	}
 	q := conversationSQL
 	args := []any{lim(limit)}
 	if agentID != "" {
@@ -122,6 +128,9 @@ func (s *Store) ListConversations(ctx context.Context, agentID string, limit int
 
 // ConversationMessages implements core.Store.
 func (s *Store) ConversationMessages(ctx context.Context, conversationID string, afterSeq int64, limit int) ([]*core.Message, error) {
+	if !core.Storable(conversationID) {
+		return nil, nil
+	}
 	ms, err := collectMessages(s.pool.Query(ctx, "SELECT "+messageCols+" FROM messages WHERE conversation_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
 		conversationID, afterSeq, lim(limit)))
 	if err != nil {

@@ -247,6 +247,9 @@ func collectMessages(rows pgx.Rows, err error) ([]*core.Message, error) {
 
 // GetMessage implements core.Store.
 func (s *Store) GetMessage(ctx context.Context, id string) (*core.Message, error) {
+	if !core.Storable(id) {
+		return nil, fmt.Errorf("message %q: %w", id, core.ErrNotFound)
+	}
 	m, err := scanMessage(s.pool.QueryRow(ctx, "SELECT "+messageCols+" FROM messages WHERE id = $1", id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("message %q: %w", id, core.ErrNotFound)
@@ -259,6 +262,9 @@ func (s *Store) GetMessage(ctx context.Context, id string) (*core.Message, error
 
 // GetReceipt implements core.Store.
 func (s *Store) GetReceipt(ctx context.Context, id string) (*core.Receipt, error) {
+	if !core.Storable(id) {
+		return nil, fmt.Errorf("receipt %q: %w", id, core.ErrNotFound)
+	}
 	r, err := scanReceipt(s.pool.QueryRow(ctx, "SELECT "+receiptCols("")+" FROM messages WHERE id = $1", id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("receipt %q: %w", id, core.ErrNotFound)
@@ -271,6 +277,9 @@ func (s *Store) GetReceipt(ctx context.Context, id string) (*core.Receipt, error
 
 // Results implements core.Store.
 func (s *Store) Results(ctx context.Context, correlationID string, limit int) ([]*core.Message, error) {
+	if !core.Storable(correlationID) {
+		return nil, nil
+	}
 	ms, err := collectMessages(s.pool.Query(ctx, "SELECT "+messageCols+" FROM messages WHERE correlation_id = $1 ORDER BY seq LIMIT $2",
 		correlationID, lim(limit)))
 	if err != nil {
@@ -664,6 +673,9 @@ func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int) ([]*cor
 
 // Wake implements core.Store.
 func (s *Store) Wake(ctx context.Context, receiver string, now time.Time) (int, error) {
+	if !core.Storable(receiver) {
+		return 0, nil
+	}
 	var depth int
 	err := s.pool.QueryRow(ctx, `WITH w AS (
 			UPDATE lanes SET parked = false, next_at = LEAST(next_at, $2) WHERE receiver = $1
@@ -680,6 +692,9 @@ func (s *Store) Wake(ctx context.Context, receiver string, now time.Time) (int, 
 // QueueDepth implements core.Store. Concurrent calls for one receiver
 // share one query.
 func (s *Store) QueueDepth(ctx context.Context, receiver string) (int, error) {
+	if !core.Storable(receiver) {
+		return 0, nil
+	}
 	return s.depthReads.do(receiver, func() (int, error) {
 		var depth int
 		if err := s.pool.QueryRow(context.WithoutCancel(ctx), "SELECT count(*) FROM messages WHERE state = 0 AND receiver = $1", receiver).Scan(&depth); err != nil {
@@ -692,6 +707,9 @@ func (s *Store) QueueDepth(ctx context.Context, receiver string) (int, error) {
 // Pull implements core.Store. Concurrent pullers of one receiver skip each
 // other's rows (FOR UPDATE SKIP LOCKED) rather than lease a message twice.
 func (s *Store) Pull(ctx context.Context, receiver string, now, visibleAt time.Time, limit int, autoAck bool) ([]*core.Message, error) {
+	if !core.Storable(receiver) {
+		return nil, nil
+	}
 	// Up to $3 messages, and only while their bodies stay under
 	// s.readBytes (the first always).
 	pick := `WITH locked AS (
@@ -742,6 +760,9 @@ func (s *Store) Pull(ctx context.Context, receiver string, now, visibleAt time.T
 
 // Ack implements core.Store.
 func (s *Store) Ack(ctx context.Context, receiver string, ids []string, now time.Time) (int, error) {
+	if !core.Storable(receiver) {
+		return 0, nil
+	}
 	// An id that could not have been stored matches nothing.
 	ids = slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return !core.Storable(id) })
 	if len(ids) == 0 {
@@ -777,6 +798,9 @@ func (s *Store) Ack(ctx context.Context, receiver string, ids []string, now time
 
 // DeadLetters implements core.Store.
 func (s *Store) DeadLetters(ctx context.Context, f core.DeadLetterFilter) ([]*core.Receipt, error) {
+	if !core.Storable(f.Receiver) {
+		return nil, nil
+	}
 	q := "SELECT " + receiptCols("") + " FROM messages WHERE state = 1 AND status IN ('timeout', 'rejected')"
 	args := []any{lim(f.Limit)}
 	if f.Receiver != "" {
@@ -793,6 +817,9 @@ func (s *Store) DeadLetters(ctx context.Context, f core.DeadLetterFilter) ([]*co
 
 // Replay implements core.Store.
 func (s *Store) Replay(ctx context.Context, id string, now, expiresAt time.Time) (*core.Receipt, error) {
+	if !core.Storable(id) {
+		return nil, fmt.Errorf("message %q: %w", id, core.ErrNotFound)
+	}
 	var out *core.Receipt
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var status string
@@ -849,6 +876,9 @@ func (s *Store) PurgeBefore(ctx context.Context, t time.Time, limit int) (int, e
 // pointer, without fetching it). Concurrent calls for one receiver share
 // one query.
 func (s *Store) QueueBytes(ctx context.Context, receiver string) (int64, error) {
+	if !core.Storable(receiver) {
+		return 0, nil
+	}
 	return s.byteReads.do(receiver, func() (int64, error) {
 		var n int64
 		if err := s.pool.QueryRow(context.WithoutCancel(ctx), "SELECT COALESCE(SUM(length(body)), 0)::bigint FROM messages WHERE state = 0 AND receiver = $1", receiver).Scan(&n); err != nil {

@@ -53,6 +53,9 @@ func scanRecord(row pgx.Row) (core.Record, error) {
 
 // GetRecord implements core.RecordStore.
 func (s *Store) GetRecord(ctx context.Context, kind, id string) (core.Record, error) {
+	if !core.Storable(kind, id) {
+		return core.Record{}, fmt.Errorf("record %s/%s: %w", kind, id, core.ErrNotFound)
+	}
 	r, err := scanRecord(s.pool.QueryRow(ctx, "SELECT "+recordCols+" FROM records WHERE kind = $1 AND id = $2", kind, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return core.Record{}, fmt.Errorf("record %s/%s: %w", kind, id, core.ErrNotFound)
@@ -65,6 +68,9 @@ func (s *Store) GetRecord(ctx context.Context, kind, id string) (core.Record, er
 
 // ListRecords implements core.RecordStore.
 func (s *Store) ListRecords(ctx context.Context, kind, index string, limit int) ([]core.Record, error) {
+	if !core.Storable(kind, index) {
+		return nil, nil
+	}
 	q := "SELECT " + recordCols + " FROM records WHERE kind = $1"
 	args := []any{kind, lim(limit)}
 	if index != "" {
@@ -78,6 +84,9 @@ func (s *Store) ListRecords(ctx context.Context, kind, index string, limit int) 
 // ListRecordsAfter implements core.RecordStore. Ids compare bytewise
 // (COLLATE "C"), as in SQLite, whatever the database's collation.
 func (s *Store) ListRecordsAfter(ctx context.Context, kind, index, afterID string, limit int) ([]core.Record, error) {
+	if !core.Storable(kind, index) {
+		return nil, nil
+	}
 	q := "SELECT " + recordCols + ` FROM records WHERE kind = $1 AND id COLLATE "C" > $2`
 	args := []any{kind, afterID, lim(limit)}
 	if index != "" {
@@ -102,6 +111,9 @@ func (s *Store) listRecords(ctx context.Context, q string, args ...any) ([]core.
 
 // DeleteRecord implements core.RecordStore.
 func (s *Store) DeleteRecord(ctx context.Context, kind, id string) error {
+	if !core.Storable(kind, id) {
+		return fmt.Errorf("record %s/%s: %w", kind, id, core.ErrNotFound)
+	}
 	tag, err := s.pool.Exec(ctx, "DELETE FROM records WHERE kind = $1 AND id = $2", kind, id)
 	if err != nil {
 		return wrap("delete record", err)

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 
 	"github.com/switchboard-hub/switchboard/internal/core"
@@ -20,10 +19,13 @@ var searchDialect = sqlsearch.Dialect{
 // seq. A text search reads the messages' bodies: it scans the table from
 // the page's start until it has a page.
 func (s *Store) SearchMessages(ctx context.Context, q core.MessageQuery) ([]core.StoredMessage, error) {
+	if !core.Storable(q.Text, q.Agent, q.Sender, q.Receiver, string(q.Status), q.Protocol, q.ConversationID) {
+		return nil, nil // no stored message holds such text
+	}
 	query, args := sqlsearch.Query(q.Normalized(), receiptCols(""), searchDialect)
 	rcs, err := collectReceipts(s.pool.Query(ctx, query, args...))
 	if err != nil {
-		return nil, fmt.Errorf("postgres: search messages: %w", err)
+		return nil, wrap("search messages", err)
 	}
 	return sqlsearch.Messages(ctx, rcs, s.GetMessage), nil
 }

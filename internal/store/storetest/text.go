@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -132,6 +133,77 @@ var textCases = []testCase{
 		}
 		if r := receipt(t, s, "m2"); r.Status != core.StatusRejected || !strings.HasPrefix(r.LastError, "no") {
 			t.Errorf("rejection not recorded: %+v", r)
+		}
+	}},
+	{"lookups by text no store could hold find nothing", func(t *testing.T, s core.Store) {
+		// A key with a NUL or invalid UTF-8 was refused on the way in, so
+		// every store answers a lookup by it as it answers any unknown key:
+		// not found, or an empty list. (PostgreSQL, asked, would fail the
+		// statement itself; a client must not see that difference.)
+		ctx := context.Background()
+		send(t, s, "m1", "alice", "bob", at(0))
+		for _, k := range []string{"bob\x00", "\xff", "\x00"} {
+			notFound := func(what string, err error) {
+				t.Helper()
+				if !errors.Is(err, core.ErrNotFound) {
+					t.Errorf("%s(%q) = %v, want ErrNotFound", what, k, err)
+				}
+			}
+			empty := func(what string, n int, err error) {
+				t.Helper()
+				if err != nil || n != 0 {
+					t.Errorf("%s(%q) = %d, %v; want nothing, no error", what, k, n, err)
+				}
+			}
+			_, err := s.GetAgent(ctx, k)
+			notFound("GetAgent", err)
+			notFound("RenewLease", s.RenewLease(ctx, k, at(time.Hour), at(0)))
+			notFound("DeleteAgent", s.DeleteAgent(ctx, k))
+			as, err := s.ListAgents(ctx, core.AgentFilter{Capability: k})
+			empty("ListAgents", len(as), err)
+			_, err = s.GetMessage(ctx, k)
+			notFound("GetMessage", err)
+			_, err = s.GetReceipt(ctx, k)
+			notFound("GetReceipt", err)
+			_, err = s.Replay(ctx, k, at(time.Second), at(time.Hour))
+			notFound("Replay", err)
+			ms, err := s.Results(ctx, k, 10)
+			empty("Results", len(ms), err)
+			n, err := s.QueueDepth(ctx, k)
+			empty("QueueDepth", n, err)
+			n, err = s.Wake(ctx, k, at(time.Second))
+			empty("Wake", n, err)
+			ms, err = s.Pull(ctx, k, at(time.Second), at(time.Minute), 10, false)
+			empty("Pull", len(ms), err)
+			n, err = s.Ack(ctx, k, []string{"m1", k}, at(time.Second))
+			empty("Ack", n, err)
+			rs, err := s.DeadLetters(ctx, core.DeadLetterFilter{Receiver: k})
+			empty("DeadLetters", len(rs), err)
+			_, err = s.GetConversation(ctx, k)
+			notFound("GetConversation", err)
+			cs, err := s.ListConversations(ctx, k, 10)
+			empty("ListConversations", len(cs), err)
+			ms, err = s.ConversationMessages(ctx, k, 0, 10)
+			empty("ConversationMessages", len(ms), err)
+			_, err = s.GetRecord(ctx, "a2a_task", k)
+			notFound("GetRecord", err)
+			notFound("DeleteRecord", s.DeleteRecord(ctx, "a2a_task", k))
+			recs, err := s.ListRecords(ctx, "a2a_task", k, 10)
+			empty("ListRecords", len(recs), err)
+			recs, err = s.ListRecordsAfter(ctx, "a2a_task", k, k, 10)
+			empty("ListRecordsAfter", len(recs), err)
+			if ms, ok := s.(core.MessageSearcher); ok {
+				for _, q := range []core.MessageQuery{{Text: k}, {Agent: k}, {Sender: k}, {Receiver: k},
+					{Protocol: k}, {ConversationID: k}, {Status: core.Status(k)}} {
+					found, err := ms.SearchMessages(ctx, q)
+					empty(fmt.Sprintf("SearchMessages %+v", q), len(found), err)
+				}
+			}
+		}
+		// The good message is untouched by all of that.
+		wantDepth(t, s, "bob", 1)
+		if r := receipt(t, s, "m1"); r.Status != core.StatusQueued {
+			t.Errorf("m1 changed: %+v", r)
 		}
 	}},
 }

@@ -142,8 +142,9 @@ func (p Policy) Client(timeout time.Duration) *http.Client {
 }
 
 // CheckURL refuses, before any connection, a URL whose host is an address
-// (or "localhost") the policy blocks. Other names are checked when the hub
-// connects.
+// (or "localhost") the policy blocks, in any form a client reads as an
+// address (see legacyIPv4), and a host that reads as an IPv4 address but
+// is none. Other names are checked when the hub connects.
 func (p Policy) CheckURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -154,6 +155,14 @@ func (p Policy) CheckURL(raw string) error {
 		host = "127.0.0.1"
 	}
 	if a, err := netip.ParseAddr(host); err == nil {
+		return p.Check(a)
+	}
+	// 2130706433, 0177.0.0.1, 0x7f.1, 127.1: addresses to clients, names
+	// to Go (see legacyIPv4).
+	if a, isIPv4, err := legacyIPv4(host); isIPv4 {
+		if err != nil {
+			return fmt.Errorf("host %q: %w: %w", host, err, ErrBlocked)
+		}
 		return p.Check(a)
 	}
 	return nil

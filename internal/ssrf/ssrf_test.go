@@ -365,3 +365,100 @@ func TestCheckForm(t *testing.T) {
 		}
 	}
 }
+
+// TestLegacyIPv4 reads hosts as the URL Standard's IPv4 parser (and so
+// browsers, curl and inet_aton) does.
+func TestLegacyIPv4(t *testing.T) {
+	cases := []struct {
+		host   string
+		want   string // "" with isIPv4: not a valid address
+		isIPv4 bool
+	}{
+		{"2130706433", "127.0.0.1", true},
+		{"0177.0.0.1", "127.0.0.1", true},
+		{"0x7f.1", "127.0.0.1", true},
+		{"0X7F.0.0.1", "127.0.0.1", true},
+		{"127.1", "127.0.0.1", true},
+		{"0x7f000001", "127.0.0.1", true},
+		{"017700000001", "127.0.0.1", true},
+		{"10.0.1", "10.0.0.1", true},
+		{"10.1.", "10.0.0.1", true},
+		{"169.254.43518", "169.254.169.254", true},
+		{"0x", "0.0.0.0", true},
+		{"0", "0.0.0.0", true},
+		{"1.2.3.4", "1.2.3.4", true},
+		{"4294967295", "255.255.255.255", true},
+		{"4294967296", "", true},
+		{"256.0.0.1", "", true},
+		{"1.2.3.4.5", "", true},
+		{"1.2.3.0x1g", "", false}, // last part not a number: a name
+		{"1.2.08.4", "", true},    // 08 is not octal
+		{"1..2", "", true},
+		{"example.com", "", false},
+		{"0x7f.example", "", false},
+		{"agents.example.123x", "", false},
+		{"localhost", "", false},
+	}
+	for _, c := range cases {
+		a, isIPv4, err := legacyIPv4(c.host)
+		if isIPv4 != c.isIPv4 {
+			t.Errorf("%q: isIPv4 %v, want %v", c.host, isIPv4, c.isIPv4)
+			continue
+		}
+		switch {
+		case !isIPv4:
+		case c.want == "" && err == nil:
+			t.Errorf("%q: %v, want an error", c.host, a)
+		case c.want != "" && (err != nil || a.String() != c.want):
+			t.Errorf("%q: %v, %v; want %s", c.host, a, err, c.want)
+		}
+	}
+}
+
+// TestCheckURLNumericHosts: a blocked address written in a form clients
+// read as it is blocked too, before any connection.
+func TestCheckURLNumericHosts(t *testing.T) {
+	cases := []struct {
+		url string
+		ok  bool
+	}{
+		{"http://2130706433:9/x", false},
+		{"http://0177.0.0.1/x", false},
+		{"http://0x7f.1/x", false},
+		{"http://127.1/x", false},
+		{"http://169.254.43518/latest/meta-data", false},
+		{"http://0xa.1/x", false},         // 10.0.0.1
+		{"http://0/x", false},             // 0.0.0.0
+		{"http://1.2.3.4.5/x", false},     // no address
+		{"http://4294967296/x", false},    // no address
+		{"http://16843009/x", true},       // 1.1.1.1
+		{"http://agent.example/x", true},  // a name: checked at connect time
+		{"http://agent.example./x", true}, // a name with its root dot
+	}
+	for _, c := range cases {
+		if err := (Policy{}).CheckURL(c.url); (err == nil) != c.ok {
+			t.Errorf("%s: %v, want ok %v", c.url, err, c.ok)
+		}
+	}
+}
+
+func FuzzLegacyIPv4(f *testing.F) {
+	for _, s := range []string{"2130706433", "0177.0.0.1", "0x7f.1", "127.1", "1.2.3.4.", "a.b", "0x", ".", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, host string) {
+		a, isIPv4, err := legacyIPv4(host)
+		if !isIPv4 && (err != nil || a.IsValid()) {
+			t.Fatalf("%q: a name, yet %v, %v", host, a, err)
+		}
+		if isIPv4 && err == nil {
+			if !a.Is4() {
+				t.Fatalf("%q: %v is not IPv4", host, a)
+			}
+			// A canonical dotted quad reads as itself.
+			if b, err2 := netip.ParseAddr(host); err2 == nil && b != a {
+				t.Fatalf("%q: %v, netip says %v", host, a, b)
+			}
+		}
+	})
+}

@@ -769,10 +769,16 @@ func checkSender(t *testing.T, f *fixture, id, want string) {
 
 // blockedCallbacks are callback URLs the default policy refuses at
 // registration: metadata, loopback and unspecified addresses, a private
-// range, and the same addresses spelled as IPv4-mapped IPv6 or with a
-// trailing dot.
+// range, and the same addresses spelled as IPv4-mapped IPv6, with a
+// trailing dot, or in the numeric forms clients read as addresses
+// (2130706433, 0177.0.0.1, 0x7f.1, 127.1).
 func blockedCallbacks(port int) []string {
 	return []string{
+		fmt.Sprintf("http://2130706433:%d/hook", port),
+		fmt.Sprintf("http://0177.0.0.1:%d/hook", port),
+		fmt.Sprintf("http://0x7f.1:%d/hook", port),
+		fmt.Sprintf("http://127.1:%d/hook", port),
+		"http://169.254.43518/latest/meta-data/",
 		"http://169.254.169.254/latest/meta-data/",
 		"http://[::ffff:169.254.169.254]/latest/meta-data/",
 		fmt.Sprintf("http://127.0.0.1:%d/hook", port),

@@ -6,14 +6,33 @@ import (
 	"unicode/utf8"
 )
 
+// MaxStoredText is the longest text value, in bytes, that the stores keep
+// in a column or an index key (see CheckStorable). PostgreSQL refuses an
+// index entry over about 2,700 bytes (a third of a page), so a longer key
+// would be refused there and kept by SQLite; with this bound both stores
+// answer alike, far below PostgreSQL's limit even for two-column keys.
+const MaxStoredText = 1024
+
 // CheckStorable refuses a text value that a store cannot keep as it is: one
 // with a NUL character (PostgreSQL's text and JSON types have no room for
-// it) or that is not valid UTF-8. Both stores call it on the text fields
-// they index or keep in columns (ids, conversation, correlation and trace
-// ids, capabilities, record keys), so the answer is the same 400-class
-// ErrInvalid on every protocol and backend; message content (payloads,
-// metadata) is stored as encoded JSON and keeps its NULs.
+// it), that is not valid UTF-8, or that is longer than MaxStoredText bytes.
+// Both stores call it on the text fields they index or keep in columns
+// (ids, conversation, correlation and trace ids, capabilities, record
+// keys), so the answer is the same 400-class ErrInvalid on every protocol
+// and backend; message content (payloads, metadata) is stored as encoded
+// JSON and keeps its NULs.
 func CheckStorable(field, v string) error {
+	if err := checkText(field, v); err != nil {
+		return err
+	}
+	if len(v) > MaxStoredText {
+		return fmt.Errorf("%s is %d bytes long, over the %d a store keeps: %w", field, len(v), MaxStoredText, ErrInvalid)
+	}
+	return nil
+}
+
+// checkText refuses text with a NUL or invalid UTF-8 (see CheckStorable).
+func checkText(field, v string) error {
 	if i := strings.IndexByte(v, 0); i >= 0 {
 		return fmt.Errorf("%s contains a NUL character (at byte %d): %w", field, i, ErrInvalid)
 	}
@@ -37,11 +56,13 @@ func CheckStorableMessage(m *Message) error {
 	return nil
 }
 
-// Storable reports whether every value passes CheckStorable: a lookup by a
-// value that could never have been stored finds nothing.
+// Storable reports whether every value is text a store can hold (no NUL,
+// valid UTF-8): a lookup by a value that could never have been stored
+// finds nothing. Length is not checked: a longer key may have been stored
+// before MaxStoredText, and a lookup by one costs a store nothing.
 func Storable(vs ...string) bool {
 	for _, v := range vs {
-		if CheckStorable("", v) != nil {
+		if checkText("", v) != nil {
 			return false
 		}
 	}

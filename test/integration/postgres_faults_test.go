@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -191,6 +192,10 @@ func TestPostgresRefusesUnstorableText(t *testing.T) {
 			t.Fatalf("register %s: %d %s", id, code, body)
 		}
 	}
+	long := make([]byte, 3000)
+	for i := range long {
+		long[i] = "abcdefghijklmnopqrstuvwxyz0123456789"[rand.IntN(36)]
+	}
 	cases := []struct {
 		name, path, body string
 		want             int    // HTTP status
@@ -202,6 +207,11 @@ func TestPostgresRefusesUnstorableText(t *testing.T) {
 		{"MAMP metadata.trace_id", "/mamp/v1/messages", `{"protocol":"mamp/1.0","message_id":"nul-3","from":"agent://127.0.0.1/planner","to":"agent://127.0.0.1/worker","type":"request","content":"hi","metadata":{"timestamp":"` + time.Now().UTC().Format(time.RFC3339) + `","trace_id":"t\u0000"}}`, 400, ""},
 		{"A2A contextId", "/a2a/worker", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"nul-4","contextId":"ctx\u0000","parts":[{"kind":"text","text":"hi"}]}}}`, 200, "-32602"},
 		{"A2A 1.0 contextId", "/a2a/worker", `{"jsonrpc":"2.0","id":2,"method":"SendMessage","params":{"message":{"role":"ROLE_USER","messageId":"nul-5","contextId":"\u0000","parts":[{"text":"hi"}]}}}`, 200, "-32602"},
+		// Keys longer than PostgreSQL can index (random, so that it cannot
+		// compress them under its limit).
+		{"ATP long capability", "/atp/register", `{"agent_id":"long-worker","capabilities":["` + string(long) + `"]}`, 400, ""},
+		{"A2A long contextId", "/a2a/worker", `{"jsonrpc":"2.0","id":4,"method":"message/send","params":{"message":{"role":"user","messageId":"long-1","contextId":"` + string(long) + `","parts":[{"kind":"text","text":"hi"}]}}}`, 200, "-32602"},
+		{"AMP long session_id", "/v4/tick", `{"session_id":"` + string(long) + `"}`, 400, ""},
 	}
 	for _, c := range cases {
 		req, _ := http.NewRequest(http.MethodPost, base+c.path, strings.NewReader(c.body))

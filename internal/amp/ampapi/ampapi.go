@@ -13,6 +13,8 @@ import (
 
 	"github.com/switchboard-hub/switchboard/internal/amp"
 	"github.com/switchboard-hub/switchboard/internal/auth"
+	"github.com/switchboard-hub/switchboard/internal/core"
+	"github.com/switchboard-hub/switchboard/internal/httperr"
 	"github.com/switchboard-hub/switchboard/internal/jsonvalue"
 )
 
@@ -191,6 +193,10 @@ func (h *Handler) tick(w http.ResponseWriter, r *http.Request) {
 	if req.SessionID == "" {
 		req.SessionID = DefaultSessionID
 	}
+	if err := core.CheckStorable("session_id", req.SessionID); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_field", httperr.Text(err))
+		return
+	}
 	ev, ok := amp.ParseHostEvent(req.Event)
 	if !ok {
 		ev = amp.HostManual // as the reference: an unknown event is a manual tick
@@ -204,6 +210,13 @@ func (h *Handler) tick(w http.ResponseWriter, r *http.Request) {
 	})
 	if errors.Is(err, amp.ErrUnknownTrigger) {
 		writeError(w, http.StatusBadRequest, "unknown_trigger", err.Error())
+		return
+	}
+	if errors.Is(err, core.ErrInvalid) {
+		// The session id with the caller's namespace is text the store
+		// cannot keep: the caller's to fix.
+		writeError(w, http.StatusBadRequest, "invalid_field", fmt.Sprintf(
+			"session_id is too long for this caller: with the caller's namespace it must stay within %d bytes", core.MaxStoredText))
 		return
 	}
 	if err != nil {

@@ -16,7 +16,10 @@ import (
 	"time"
 
 	"github.com/switchboard-hub/switchboard/internal/amp"
+	"github.com/switchboard-hub/switchboard/internal/amp/ampstore"
 	"github.com/switchboard-hub/switchboard/internal/auth"
+	"github.com/switchboard-hub/switchboard/internal/core"
+	"github.com/switchboard-hub/switchboard/internal/store/sqlite"
 )
 
 func newServer(t *testing.T) (*httptest.Server, *amp.MemoryStore) {
@@ -132,6 +135,8 @@ func TestErrors(t *testing.T) {
 		{"key twice", http.MethodPost, PathTick, `{"event":"PreToolUse","tool_name":"Bash","tool_input":{"command":"ls","command":"git clean -fd"}}`, http.StatusBadRequest, "invalid_json"},
 		{"top-level key again by case", http.MethodPost, PathTick, `{"event":"Stop","Event":"SessionStart"}`, http.StatusBadRequest, "invalid_json"},
 		{"unknown spec", http.MethodPost, PathTick, `{"spec":"AMP/0.2"}`, http.StatusBadRequest, "unknown_spec"},
+		{"session id with a NUL", http.MethodPost, PathTick, `{"session_id":"s\u0000"}`, http.StatusBadRequest, "invalid_field"},
+		{"session id too long", http.MethodPost, PathTick, `{"session_id":"` + strings.Repeat("s", core.MaxStoredText+1) + `"}`, http.StatusBadRequest, "invalid_field"},
 		{"oversized body", http.MethodPost, PathTick, `{"message":"` + strings.Repeat("a", MaxBody) + `"}`, http.StatusRequestEntityTooLarge, "payload_too_large"},
 		{"GET tick", http.MethodGet, PathTick, "", http.StatusMethodNotAllowed, "method_not_allowed"},
 		{"POST spec", http.MethodPost, PathSpec, "{}", http.StatusMethodNotAllowed, "method_not_allowed"},
@@ -282,5 +287,39 @@ func TestSessionsPerCredential(t *testing.T) {
 	}
 	if _, ok, _ := store.Load(context.Background(), amp.OwnedSession("agent:alice", "shared")); !ok {
 		t.Fatal("alice's session is not under her namespace")
+	}
+}
+
+// TestSessionIDTooLongForItsOwner: a session id within the bound alone,
+// but over it with the caller's namespace, is refused by the store (the
+// embedded one here, as PostgreSQL would): the caller gets 400, not 500.
+func TestSessionIDTooLongForItsOwner(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), t.TempDir(), sqlite.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	h := New(amp.New(&ampstore.Store{Records: st, Clock: core.SystemClock{}}), nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(auth.With(r.Context(), auth.Principal{AgentID: "alice"})))
+	}))
+	t.Cleanup(srv.Close)
+	for _, c := range []struct {
+		id   string
+		want int
+	}{
+		{strings.Repeat("s", 100), http.StatusOK},
+		{strings.Repeat("s", core.MaxStoredText-4), http.StatusBadRequest},
+	} {
+		status, _, body := do(t, http.MethodPost, srv.URL+PathTick, `{"session_id":"`+c.id+`"}`)
+		if status != c.want {
+			t.Errorf("session id of %d bytes: %d %s, want %d", len(c.id), status, body, c.want)
+		}
+		if status == http.StatusBadRequest {
+			var e Error
+			if err := json.Unmarshal(body, &e); err != nil || e.Error != "invalid_field" || strings.Contains(e.Message, c.id) {
+				t.Errorf("answer %s: want invalid_field, without the id echoed", body)
+			}
+		}
 	}
 }

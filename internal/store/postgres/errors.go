@@ -25,7 +25,8 @@ func wrap(op string, err error) error {
 // classify marks err with the core error a caller acts on:
 //
 //   - core.ErrInvalid for data PostgreSQL cannot store (class 22, data
-//     exceptions: a NUL or invalid UTF-8 in text, a value out of range),
+//     exceptions: a NUL or invalid UTF-8 in text, a value out of range;
+//     54000: a value too big for an index entry),
 //     which the stores refuse before writing where they can (see
 //     core.CheckStorable); a 400-class answer, not a 500;
 //   - core.ErrStorageFull for a full disk (53100);
@@ -46,7 +47,8 @@ func classify(err error) error {
 		switch {
 		case pe.Code == "53100": // disk_full
 			return fmt.Errorf("%w: %w", core.ErrStorageFull, err)
-		case strings.HasPrefix(pe.Code, "22"): // data exception
+		case strings.HasPrefix(pe.Code, "22"), // data exception
+			pe.Code == "54000": // program_limit_exceeded: a value too big to index
 			return fmt.Errorf("%w: %w", core.ErrInvalid, err)
 		case strings.HasPrefix(pe.Code, "08"), // connection exception
 			strings.HasPrefix(pe.Code, "53"),                           // insufficient resources

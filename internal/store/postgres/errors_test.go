@@ -34,6 +34,7 @@ func TestClassify(t *testing.T) {
 		want error // nil: left unmarked
 	}{
 		{"NUL in text", &pgconn.PgError{Code: "22021"}, core.ErrInvalid},
+		{"index entry too big", &pgconn.PgError{Code: "54000"}, core.ErrInvalid},
 		{"NUL in jsonb", &pgconn.PgError{Code: "22P05"}, core.ErrInvalid},
 		{"value too long", &pgconn.PgError{Code: "22001"}, core.ErrInvalid},
 		{"disk full", &pgconn.PgError{Code: "53100"}, core.ErrStorageFull},

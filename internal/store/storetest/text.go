@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -205,5 +206,53 @@ var textCases = []testCase{
 		if r := receipt(t, s, "m1"); r.Status != core.StatusQueued {
 			t.Errorf("m1 changed: %+v", r)
 		}
+	}}, {"text over MaxStoredText is refused, text at it is kept", func(t *testing.T, s core.Store) {
+		// PostgreSQL refuses an index entry over about 2,700 bytes, SQLite
+		// has no such limit: the bound makes both answer alike. The text is
+		// random so that PostgreSQL cannot compress it below its limit.
+		ctx := context.Background()
+		text := func(n int) string {
+			b := make([]byte, n)
+			for i := range b {
+				b[i] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"[rand.IntN(62)]
+			}
+			return string(b)
+		}
+		atBound, over := text(core.MaxStoredText), text(core.MaxStoredText+1)
+		m, r := newMessage("long-conv", "alice", "bob", at(0))
+		m.ConversationID = over
+		_, err := s.Accept(ctx, m, r, 0)
+		wantErr(t, "Accept with a long conversation id", err, core.ErrInvalid)
+		m, r = newMessage("long-corr", "alice", "bob", at(0))
+		m.CorrelationID, m.ConversationID = atBound, text(core.MaxStoredText)
+		mustAcceptMsg(t, s, m, r)
+		if ms, err := s.Results(ctx, atBound, 10); err != nil || len(ms) != 1 {
+			t.Errorf("Results by a correlation id at the bound: %d, %v", len(ms), err)
+		}
+
+		a := testAgent("long-caps")
+		a.Capabilities = []string{over}
+		_, err = s.UpsertAgent(ctx, a)
+		wantErr(t, "UpsertAgent with a long capability", err, core.ErrInvalid)
+		a.Capabilities = []string{atBound}
+		if _, err := s.UpsertAgent(ctx, a); err != nil {
+			t.Fatalf("UpsertAgent with a capability at the bound: %v", err)
+		}
+		if as, err := s.ListAgents(ctx, core.AgentFilter{Capability: atBound}); err != nil || len(as) != 1 {
+			t.Errorf("ListAgents by a capability at the bound: %d, %v", len(as), err)
+		}
+
+		_, err = s.PutRecord(ctx, core.Record{Kind: "amp_session", ID: over, Data: []byte(`{}`), UpdatedAt: at(0)})
+		wantErr(t, "PutRecord with a long id", err, core.ErrInvalid)
+		_, err = s.PutRecord(ctx, core.Record{Kind: "a2a_task", ID: "t", Index: over, Data: []byte(`{}`), UpdatedAt: at(0)})
+		wantErr(t, "PutRecord with a long index", err, core.ErrInvalid)
+		if _, err := s.PutRecord(ctx, core.Record{Kind: "a2a_task", ID: atBound, Index: text(core.MaxStoredText), Data: []byte(`{}`), UpdatedAt: at(0)}); err != nil {
+			t.Fatalf("PutRecord with id and index at the bound: %v", err)
+		}
+		if _, err := s.GetRecord(ctx, "a2a_task", atBound); err != nil {
+			t.Errorf("GetRecord by an id at the bound: %v", err)
+		}
+		err = s.SetTraceID(ctx, "long-corr-conv", "alice", over, at(0))
+		wantErr(t, "SetTraceID with a long trace id", err, core.ErrInvalid)
 	}},
 }

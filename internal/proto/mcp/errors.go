@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -52,7 +53,9 @@ func (s *Server) describe(err error) (core.Kind, string) {
 		s.opt.Logger.Error("mcp: internal error", slog.Any("err", err))
 		return k, "internal error"
 	}
-	return k, err.Error()
+	// The core's sentinel ends the chain's text with the kind's own name
+	// ("…: invalid"), which the answer already gives first.
+	return k, strings.TrimSuffix(err.Error(), ": "+core.ErrInvalid.Error())
 }
 
 // toolError is the error a tool handler gives the SDK, which makes it the

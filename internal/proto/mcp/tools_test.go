@@ -263,6 +263,8 @@ func TestSendMessageErrors(t *testing.T) {
 		{"too large", map[string]any{"to": "texter", "text": "far more than ten bytes"}, "at most 10"},
 		{"bad receiver id", map[string]any{"to": "no such/agent", "text": "hi"}, "not a valid agent id"},
 		{"missing to", map[string]any{"text": "hi"}, "to"},
+		{"conversation id with a NUL", map[string]any{"to": "texter", "text": "hi", "conversation_id": "c\x00"}, "invalid: conversation_id contains a NUL character"},
+		{"conversation id too long", map[string]any{"to": "texter", "text": "hi", "conversation_id": strings.Repeat("c", core.MaxStoredText+1)}, "over the 1024 a store keeps"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -271,6 +273,9 @@ func TestSendMessageErrors(t *testing.T) {
 			res := e.call("send_message", tc.args, nil)
 			if !res.IsError || !strings.Contains(resultText(res), tc.want) {
 				t.Fatalf("isError=%v text=%q, want error containing %q", res.IsError, resultText(res), tc.want)
+			}
+			if strings.HasSuffix(resultText(res), ": invalid") {
+				t.Errorf("text %q names its kind twice", resultText(res))
 			}
 			if _, err := e.hub.Store.GetReceipt(context.Background(), id); !errors.Is(err, core.ErrNotFound) {
 				t.Fatalf("a refused message was stored: %v", err)

@@ -95,7 +95,7 @@ func wireError(ctx context.Context, err error) error {
 	default:
 		return sdk.NewError(sdk.ErrInternalError, "internal error")
 	}
-	return sdk.NewError(target, err.Error())
+	return sdk.NewError(target, httperr.Text(err))
 }
 
 // invalid is an invalid-params error with msg.

@@ -574,10 +574,14 @@ func TestJSONRPCWraps(t *testing.T) {
 		{"unknown method", `{"jsonrpc":"2.0","id":1,"method":"Nope","params":{}}`, "1.0", 200, a2a.CodeMethodNotFound},
 		{"0.3 method with 1.0 header", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"x"}}`, "1.0", 200, a2a.CodeMethodNotFound},
 		{"unknown task, 0.3", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"x"}}`, "", 200, a2a.CodeTaskNotFound},
+		{"contextId too long", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m-long","contextId":"` + strings.Repeat("c", core.MaxStoredText+1) + `","parts":[{"kind":"text","text":"hi"}]}}}`, "", 200, a2a.CodeInvalidParams},
 	} {
 		c := post(tc.body, tc.version)
 		if c.status != tc.status || c.code() != tc.code {
 			t.Errorf("%s: %d %s, want %d with %d", tc.name, c.status, c.raw, tc.status, tc.code)
+		}
+		if strings.Contains(c.raw, `: invalid"`) {
+			t.Errorf("%s: %s names its kind twice", tc.name, c.raw)
 		}
 	}
 	if c := do(t, http.MethodPost, base+"/a2a/w", "", "text/plain", []byte(`{}`)); c.status != http.StatusUnsupportedMediaType {

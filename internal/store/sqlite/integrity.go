@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/binary"
@@ -27,8 +28,13 @@ import (
 // finding refuses the start with a *DamageError naming the file and the
 // ways out: restore it from a backup, or start with Options.Recover.
 
-// markerFile records that a database was created in the data directory.
-const markerFile = "switchboard.created"
+// markerFile records that a database was created in the data directory;
+// hiddenMarkerFile is its copy that a deletion of the directory's files by
+// a shell pattern (rm data/*, which skips dot files) leaves behind.
+const (
+	markerFile       = "switchboard.created"
+	hiddenMarkerFile = ".switchboard.created"
+)
 
 // dbFile is the database's file name in the data directory.
 const dbFile = "switchboard.db"
@@ -87,10 +93,14 @@ func inspect(dir string) error {
 		return &DamageError{Dir: dir, File: file, Problem: fmt.Sprintf(format, args...)}
 	}
 	var mk *marker
-	if b, err := os.ReadFile(filepath.Join(dir, markerFile)); err == nil {
-		mk = new(marker)
-		if json.Unmarshal(b, mk) != nil {
-			mk.CreatedAt = time.Time{}
+	mkPath := ""
+	for _, name := range []string{markerFile, hiddenMarkerFile} {
+		if b, err := os.ReadFile(filepath.Join(dir, name)); err == nil {
+			mk, mkPath = new(marker), filepath.Join(dir, name)
+			if json.Unmarshal(b, mk) != nil {
+				mk.CreatedAt = time.Time{}
+			}
+			break
 		}
 	}
 	created := func() string {
@@ -109,7 +119,7 @@ func inspect(dir string) error {
 	case errors.Is(err, os.ErrNotExist):
 		if mk != nil {
 			return damaged(path, "the database is missing, but %s records that it was created here%s",
-				filepath.Join(dir, markerFile), created())
+				mkPath, created())
 		}
 		if wal != nil && wal.size > 0 {
 			return damaged(path, "the database is missing, but its write-ahead log %s (%d bytes) is there", walPath, wal.size)
@@ -122,7 +132,7 @@ func inspect(dir string) error {
 	case st.Size() == 0:
 		if mk != nil {
 			return damaged(path, "the database is empty (0 bytes), but %s records that it was created here%s",
-				filepath.Join(dir, markerFile), created())
+				mkPath, created())
 		}
 		if wal != nil && wal.size > 0 {
 			return damaged(path, "the database is empty (0 bytes), but its write-ahead log %s holds %d bytes", walPath, wal.size)
@@ -240,19 +250,38 @@ func readAhead(path string) {
 	}
 }
 
-// writeMarker records that the database was created here (once).
+// writeMarker records that the database was created here (once), in both
+// marker files.
 func writeMarker(dir string, now time.Time) error {
-	path := filepath.Join(dir, markerFile)
-	if _, err := os.Stat(path); err == nil {
+	b, _ := json.Marshal(marker{CreatedAt: now.UTC(), Database: dbFile})
+	if old, err := os.ReadFile(filepath.Join(dir, markerFile)); err == nil {
+		b = old // the first start's time, into the hidden copy too
+	}
+	wrote := false
+	for _, name := range []string{markerFile, hiddenMarkerFile} {
+		path := filepath.Join(dir, name)
+		if _, err := os.Stat(path); err == nil {
+			continue
+		}
+		if err := writeFileSynced(path, append(bytes.TrimSpace(b), '\n')); err != nil {
+			return fmt.Errorf("sqlite: write %s: %w", path, err)
+		}
+		wrote = true
+	}
+	if !wrote {
 		return nil
 	}
-	b, _ := json.Marshal(marker{CreatedAt: now.UTC(), Database: dbFile})
+	return syncDir(dir)
+}
+
+// writeFileSynced writes b to path through a synced temporary file.
+func writeFileSynced(path string, b []byte) error {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
-		return fmt.Errorf("sqlite: write %s: %w", path, err)
+		return err
 	}
-	_, err = f.Write(append(b, '\n'))
+	_, err = f.Write(b)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -262,10 +291,7 @@ func writeMarker(dir string, now time.Time) error {
 	if err == nil {
 		err = os.Rename(tmp, path)
 	}
-	if err != nil {
-		return fmt.Errorf("sqlite: write %s: %w", path, err)
-	}
-	return syncDir(dir)
+	return err
 }
 
 func syncDir(dir string) error {
@@ -277,14 +303,14 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-// moveAside moves the store's files (database, WAL, index, marker) into a
+// moveAside moves the store's files (database, WAL, index, markers) into a
 // new directory damaged-<time> of dir and returns it.
 func moveAside(dir string, now time.Time) (string, error) {
 	aside := filepath.Join(dir, "damaged-"+now.UTC().Format("20060102T150405.000Z"))
 	if err := os.Mkdir(aside, 0o700); err != nil {
 		return "", fmt.Errorf("sqlite: recover: %w", err)
 	}
-	for _, name := range []string{dbFile, dbFile + "-wal", dbFile + "-shm", markerFile} {
+	for _, name := range []string{dbFile, dbFile + "-wal", dbFile + "-shm", markerFile, hiddenMarkerFile} {
 		err := os.Rename(filepath.Join(dir, name), filepath.Join(aside, name))
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return "", fmt.Errorf("sqlite: recover: move %s aside: %w", name, err)

@@ -191,6 +191,21 @@ func TestOpenRefusesDamage(t *testing.T) {
 			os.Remove(filepath.Join(dir, "switchboard.db"))
 			return dir
 		}, "switchboard.db", "missing"},
+		{"every file deleted by a pattern", func(t *testing.T) string {
+			// rm data/* skips dot files: the hidden marker is left.
+			// (filepath.Glob does not skip them: the shell does.)
+			dir := closedStore(t, 10)
+			names, _ := filepath.Glob(filepath.Join(dir, "*"))
+			for _, n := range names {
+				if strings.HasPrefix(filepath.Base(n), ".") {
+					continue
+				}
+				if err := os.RemoveAll(n); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return dir
+		}, "switchboard.db", ".switchboard.created"},
 		{"database emptied", func(t *testing.T) string {
 			dir := closedStore(t, 10)
 			os.Truncate(filepath.Join(dir, "switchboard.db"), 0)
@@ -264,11 +279,28 @@ func TestOpenAcceptsHealthyStores(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := os.Stat(filepath.Join(dir, "switchboard.created")); err != nil {
-			t.Errorf("no marker: %v", err)
+		for _, m := range []string{"switchboard.created", ".switchboard.created"} {
+			if _, err := os.Stat(filepath.Join(dir, m)); err != nil {
+				t.Errorf("no marker %s: %v", m, err)
+			}
 		}
 		if d := depth(t, s); d != 0 {
 			t.Errorf("depth %d", d)
+		}
+	})
+	t.Run("store of an earlier version, without the hidden marker", func(t *testing.T) {
+		dir := closedStore(t, 3)
+		hidden := filepath.Join(dir, ".switchboard.created")
+		if err := os.Remove(hidden); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := openDir(t, dir, sqlite.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		visible, _ := os.ReadFile(filepath.Join(dir, "switchboard.created"))
+		got, err := os.ReadFile(hidden)
+		if err != nil || string(got) != string(visible) {
+			t.Errorf("hidden marker %q, %v; want the first start's record %q", got, err, visible)
 		}
 	})
 	t.Run("reopened", func(t *testing.T) {

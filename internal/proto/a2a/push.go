@@ -41,6 +41,10 @@ func taskStripe(id sdk.TaskID) uint32 {
 	return h.Sum32() % pushStripes
 }
 
+// maxPushConfigID bounds a push config's id, so that with its task's id it
+// stays a key the stores keep (core.MaxStoredText).
+const maxPushConfigID = 256
+
 // checkPush checks a push notification config's URL: its form, the
 // addresses no policy allows, and the operator's SSRF policy
 // (Options.CheckURL).
@@ -53,6 +57,10 @@ func (s *Server) checkPush(c *sdk.PushConfig) error {
 	}
 	if c.Auth != nil && c.Auth.Scheme == "" {
 		return invalid("push notification config: authentication.scheme is required")
+	}
+	// The id is part of the key it is stored under, with the task's id.
+	if len(c.ID) > maxPushConfigID {
+		return invalid(fmt.Sprintf("push notification config: id is %d bytes long, over %d", len(c.ID), maxPushConfigID))
 	}
 	if s.opt.CheckURL != nil {
 		if err := s.opt.CheckURL(c.URL); err != nil {

@@ -389,6 +389,10 @@ func TestAttacksThroughA2A(t *testing.T) {
 		// A push config makes a hidden push agent.
 		hook := worker(t, `{}`)
 		_ = hook
+		if c := rpc(t, f.base, "bob", f.tok["alice"], "CreateTaskPushNotificationConfig", map[string]any{"taskId": f.task, "url": "https://push.example/hook",
+			"id": strings.Repeat("p", 257)}); c.code() != a2a.CodeInvalidParams || !strings.Contains(c.raw, "id is 257 bytes long") {
+			t.Fatalf("a push config with a 257-byte id: %s, want invalid params naming the id", c.raw)
+		}
 		if c := rpc(t, f.base, "bob", f.tok["alice"], "CreateTaskPushNotificationConfig", map[string]any{"taskId": f.task, "url": "https://push.example/hook"}); c.code() != 0 {
 			t.Fatalf("alice's push config: %s", c.raw)
 		}

@@ -107,6 +107,9 @@ func (r *Relay) CredentialAccess(ctx context.Context, p Principal, id string) (g
 		return "", fmt.Errorf("credentials of %q: %w", id, err)
 	}
 	a, err := r.store.GetAgent(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return "", err // it names the agent
+	}
 	if err != nil {
 		return "", fmt.Errorf("agent %q: %w", id, err)
 	}

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -60,7 +61,9 @@ func (r *Relay) QueueAccess(ctx context.Context, p Principal, id string) error {
 	if err := Authorize(p, OpQueue, rel); err != nil {
 		return fmt.Errorf("queue of %q: %w", id, err)
 	}
-	if _, err := r.Agent(ctx, id); err != nil {
+	if _, err := r.Agent(ctx, id); errors.Is(err, ErrNotFound) {
+		return err // it names the agent
+	} else if err != nil {
 		return fmt.Errorf("agent %q: %w", id, err)
 	}
 	return nil

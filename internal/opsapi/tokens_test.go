@@ -99,6 +99,9 @@ func TestRotateAndRevoke(t *testing.T) {
 			if code != tt.code {
 				t.Fatalf("%s: %d %v, want %d", tt.method, code, out, tt.code)
 			}
+			if msg, _ := out["message"].(string); code == 404 && strings.Count(msg, target) != 1 {
+				t.Errorf("message %q should name %s once", msg, target)
+			}
 			oldCode, _ := call(t, "GET", base+"/v1/whoami", own, "")
 			switch {
 			case code != 200:

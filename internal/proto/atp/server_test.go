@@ -329,6 +329,7 @@ func TestBadInput(t *testing.T) {
 		{"heartbeat: unknown agent", "", "/atp/heartbeat", map[string]any{"agent_id": "ghost"}, 404, "not_found"},
 		{"ack: unknown agent", "", "/atp/ack", map[string]any{"agent_id": "ghost", "message_ids": []string{"x"}}, 404, "not_found"},
 		{"receipt: unknown message", "GET", "/atp/receipts/nope", nil, 404, "not_found"},
+		{"pending: unknown agent", "GET", "/atp/pending/ghost", nil, 404, "not_found"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -341,6 +342,9 @@ func TestBadInput(t *testing.T) {
 			}
 			if strings.Contains(msg, "Go ") || strings.Contains(msg, "atp.") || strings.HasSuffix(msg, ": invalid") {
 				t.Fatalf("the message shows the hub's internals: %q", msg)
+			}
+			if strings.Count(msg, `"ghost"`) > 1 {
+				t.Fatalf("the message names the agent twice: %q", msg)
 			}
 		})
 	}

@@ -60,6 +60,12 @@ func (d *Dashboard) messages(w http.ResponseWriter, r *http.Request) error {
 	qv := r.URL.Query()
 	q := core.MessageQuery{Text: qv.Get("q"), Agent: qv.Get("agent"), Sender: qv.Get("sender"), Receiver: qv.Get("receiver"),
 		Status: core.Status(qv.Get("status")), Protocol: qv.Get("protocol"), ConversationID: qv.Get("conversation_id")}
+	switch q.Status {
+	case "", core.StatusQueued, core.StatusDelivered, core.StatusRejected, core.StatusTimeout, core.StatusExpired:
+	default: // unreachable messages are never stored
+		return httperr.New(http.StatusBadRequest, httperr.CodeInvalidField,
+			"status must be queued, delivered, rejected, timeout or expired")
+	}
 	for name, dst := range map[string]*int64{"before": &q.BeforeSeq} {
 		if v := qv.Get(name); v != "" {
 			n, err := strconv.ParseInt(v, 10, 64)

@@ -196,6 +196,8 @@ func TestAPIErrors(t *testing.T) {
 		{"bad before", req{method: "GET", path: "/dashboard/api/messages?before=x", token: tok}, 400, "invalid_field",
 			"before must be a message sequence number"},
 		{"bad limit", req{method: "GET", path: "/dashboard/api/messages?limit=0", token: tok}, 400, "invalid_field", "limit must be 1..500"},
+		{"unknown status", req{method: "GET", path: "/dashboard/api/messages?status=bogus", token: tok}, 400, "invalid_field",
+			"status must be queued, delivered, rejected, timeout or expired"},
 		{"bad after", req{method: "GET", path: "/dashboard/api/conversations/c?after=-1", token: tok}, 400, "invalid_field",
 			"after must be a message sequence number"},
 		{"bad conversation limit", req{method: "GET", path: "/dashboard/api/conversations?limit=0", token: tok}, 400, "invalid_field",

@@ -566,7 +566,16 @@ func (s *Server) pending(w http.ResponseWriter, r *http.Request) error {
 		}
 		limit = n
 	}
-	manual := q.Get("ack") == "manual"
+	// A misspelt mode must not fall back to the pop, which counts the
+	// messages delivered as they are handed out.
+	var manual bool
+	switch q.Get("ack") {
+	case "", "auto":
+	case "manual":
+		manual = true
+	default:
+		return bad(httperr.CodeInvalidField, "ack must be auto (the default) or manual")
+	}
 	vis, err := visibility(r, 0)
 	if err != nil {
 		return err

@@ -205,6 +205,11 @@ func TestResultsAndPull(t *testing.T) {
 	call(t, "POST", base+"/atp/register", "", map[string]any{"agent_id": "planner"})
 	call(t, "POST", base+"/atp/register", "", map[string]any{"agent_id": "worker"})
 	call(t, "POST", base+"/atp/send", "", map[string]any{"message_id": "task", "sender": "planner", "receiver": "worker", "type": "task.request", "payload": map[string]any{"text": "x", "Text": "y"}})
+	// A misspelt ack mode is refused and hands nothing out (it used to
+	// fall back to the pop, which counts messages delivered at once).
+	if r := call(t, "GET", base+"/atp/pending/worker?ack=Manual&visibility_ms=60000", "", nil); r.status != 400 {
+		t.Fatalf("ack=Manual: %s, want 400", r.raw)
+	}
 	r := call(t, "GET", base+"/atp/pending/worker?ack=manual&visibility_ms=60000", "", nil)
 	msgs := r.body["messages"].([]any)
 	if len(msgs) != 1 || msgs[0].(map[string]any)["message_id"] != "task" {
@@ -325,6 +330,8 @@ func TestBadInput(t *testing.T) {
 		{"heartbeat: negative lease", "", "/atp/heartbeat", map[string]any{"agent_id": "worker", "lease_seconds": -5}, 400, "invalid_field"},
 		{"pending: zero visibility", "GET", "/atp/pending/worker?ack=manual&visibility_ms=0", nil, 400, "invalid_field"},
 		{"pending: visibility past a day", "GET", "/atp/pending/worker?ack=manual&visibility_ms=36028797018964028", nil, 400, "invalid_field"},
+		{"pending: misspelt ack mode", "GET", "/atp/pending/worker?ack=Manual", nil, 400, "invalid_field"},
+		{"pending: unknown ack mode", "GET", "/atp/pending/worker?ack=none", nil, 400, "invalid_field"},
 		// Unknown agents.
 		{"heartbeat: unknown agent", "", "/atp/heartbeat", map[string]any{"agent_id": "ghost"}, 404, "not_found"},
 		{"ack: unknown agent", "", "/atp/ack", map[string]any{"agent_id": "ghost", "message_ids": []string{"x"}}, 404, "not_found"},

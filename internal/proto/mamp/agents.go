@@ -181,7 +181,17 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ms, err := s.relay.PullAs(r.Context(), caller(r), id, limit, 0, r.URL.Query().Get("ack") != "manual")
+	// A misspelt mode must not fall back to handing the messages out as
+	// delivered.
+	var manual bool
+	switch r.URL.Query().Get("ack") {
+	case "", "auto":
+	case "manual":
+		manual = true
+	default:
+		return httperr.New(http.StatusBadRequest, httperr.CodeInvalidField, "ack must be auto (the default) or manual")
+	}
+	ms, err := s.relay.PullAs(r.Context(), caller(r), id, limit, 0, !manual)
 	if err != nil {
 		return err
 	}

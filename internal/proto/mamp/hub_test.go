@@ -620,6 +620,12 @@ func TestPullInbox(t *testing.T) {
 	register(c, "alice", "", nil)
 	register(c, "puller", "", nil)
 	c.must("POST", "/mamp/v1/messages", msg("p-1", uri("alice"), uri("puller"), "queued for you"))
+	// A misspelt ack mode is refused and hands nothing out.
+	for _, mode := range []string{"Manual", "manaul", "none"} {
+		if st, out := c.do("GET", "/mamp/v1/agents/puller/messages?ack="+mode, nil); st != 400 || out["error"] != "invalid_field" {
+			t.Fatalf("ack=%s: %d %v, want 400 invalid_field", mode, st, out)
+		}
+	}
 	ms := c.must("GET", "/mamp/v1/agents/puller/messages", nil)["messages"].([]any)
 	if len(ms) != 1 || ms[0].(map[string]any)["message_id"] != "p-1" || ms[0].(map[string]any)["from"] != uri("alice") {
 		t.Fatalf("pulled %v", ms)

@@ -306,8 +306,12 @@ func (s *Server) agents(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	f := core.AgentFilter{Capability: q.Get("capability")}
 	now := s.relay.Clock().Now()
-	if q.Get("alive") == "true" || q.Get("alive") == "1" {
+	switch q.Get("alive") {
+	case "true", "1":
 		f.AliveAt = now
+	case "", "false", "0":
+	default:
+		return bad(httperr.CodeInvalidField, "alive must be true or false")
 	}
 	if l := q.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)

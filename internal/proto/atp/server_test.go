@@ -331,6 +331,7 @@ func TestBadInput(t *testing.T) {
 		{"pending: zero visibility", "GET", "/atp/pending/worker?ack=manual&visibility_ms=0", nil, 400, "invalid_field"},
 		{"pending: visibility past a day", "GET", "/atp/pending/worker?ack=manual&visibility_ms=36028797018964028", nil, 400, "invalid_field"},
 		{"pending: misspelt ack mode", "GET", "/atp/pending/worker?ack=Manual", nil, 400, "invalid_field"},
+		{"agents: alive neither true nor false", "GET", "/atp/agents?alive=maybe", nil, 400, "invalid_field"},
 		{"pending: unknown ack mode", "GET", "/atp/pending/worker?ack=none", nil, 400, "invalid_field"},
 		// Unknown agents.
 		{"heartbeat: unknown agent", "", "/atp/heartbeat", map[string]any{"agent_id": "ghost"}, 404, "not_found"},

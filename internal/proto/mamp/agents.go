@@ -42,8 +42,12 @@ func (s *Server) agentCard(w http.ResponseWriter, r *http.Request) error {
 // may list (core.Relay.ListAgents).
 func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) error {
 	f := core.AgentFilter{Capability: r.URL.Query().Get("capability")}
-	if r.URL.Query().Get("alive") == "true" {
+	switch r.URL.Query().Get("alive") {
+	case "true", "1":
 		f.AliveAt = s.relay.Clock().Now()
+	case "", "false", "0":
+	default:
+		return httperr.New(http.StatusBadRequest, httperr.CodeInvalidField, "alive must be true or false")
 	}
 	list, err := s.relay.ListAgents(r.Context(), caller(r), f)
 	if err != nil {

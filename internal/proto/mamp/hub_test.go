@@ -620,6 +620,9 @@ func TestPullInbox(t *testing.T) {
 	register(c, "alice", "", nil)
 	register(c, "puller", "", nil)
 	c.must("POST", "/mamp/v1/messages", msg("p-1", uri("alice"), uri("puller"), "queued for you"))
+	if st, out := c.do("GET", "/mamp/v1/agents?alive=maybe", nil); st != 400 || out["error"] != "invalid_field" {
+		t.Fatalf("alive=maybe: %d %v, want 400 invalid_field", st, out)
+	}
 	// A misspelt ack mode is refused and hands nothing out.
 	for _, mode := range []string{"Manual", "manaul", "none"} {
 		if st, out := c.do("GET", "/mamp/v1/agents/puller/messages?ack="+mode, nil); st != 400 || out["error"] != "invalid_field" {

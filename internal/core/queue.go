@@ -69,6 +69,21 @@ func (r *Relay) QueueAccess(ctx context.Context, p Principal, id string) error {
 	return nil
 }
 
+// ParseAckMode reads a pull's acknowledgement mode as the adapters take
+// it from a client: "" or "auto" (the messages count as delivered as they
+// are handed out: autoAck) or "manual" (they stay queued until acked).
+// Anything else is ErrInvalid: a misspelt mode must not fall back to auto,
+// which would count the messages delivered.
+func ParseAckMode(v string) (autoAck bool, err error) {
+	switch v {
+	case "", "auto":
+		return true, nil
+	case "manual":
+		return false, nil
+	}
+	return false, fmt.Errorf("ack must be auto (the default) or manual: %w", ErrInvalid)
+}
+
 // PullAs hands p up to limit of agent id's queued messages (see pull),
 // when p may take the queue (QueueAccess).
 func (r *Relay) PullAs(ctx context.Context, p Principal, id string, limit int, visibility time.Duration, autoAck bool) ([]*Message, error) {

@@ -287,6 +287,19 @@ func ReadJSON(w http.ResponseWriter, r *http.Request, max int64, v any) error {
 	return New(http.StatusBadRequest, CodeInvalidJSON, "malformed JSON body: %v", err)
 }
 
+// QueryBool reads query parameter name of r: true or 1, false or 0, or
+// absent (false). Anything else is 400 invalid_field, so that a filter a
+// client misspelt is not silently off.
+func QueryBool(r *http.Request, name string) (bool, error) {
+	switch r.URL.Query().Get(name) {
+	case "true", "1":
+		return true, nil
+	case "", "false", "0":
+		return false, nil
+	}
+	return false, New(http.StatusBadRequest, CodeInvalidField, "%s must be true or false", name)
+}
+
 // CheckJSON refuses (415 unsupported_media_type) a request whose body is
 // not declared JSON: Content-Type application/json or
 // application/<something>+json, parameters (charset) allowed.

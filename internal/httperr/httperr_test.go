@@ -189,3 +189,24 @@ func TestFromRetryAfter(t *testing.T) {
 		}
 	}
 }
+
+func TestQueryBool(t *testing.T) {
+	for _, c := range []struct {
+		query string
+		want  bool
+		ok    bool
+	}{
+		{"", false, true}, {"alive=", false, true}, {"alive=true", true, true}, {"alive=1", true, true},
+		{"alive=false", false, true}, {"alive=0", false, true},
+		{"alive=maybe", false, false}, {"alive=True", false, false}, {"alive=yes", false, false},
+	} {
+		got, err := QueryBool(httptest.NewRequest(http.MethodGet, "/x?"+c.query, nil), "alive")
+		if got != c.want || (err == nil) != c.ok {
+			t.Errorf("%q: %v, %v; want %v, ok %v", c.query, got, err, c.want, c.ok)
+		}
+		var e *Error
+		if err != nil && (!errors.As(err, &e) || e.Status != http.StatusBadRequest || e.Code != CodeInvalidField) {
+			t.Errorf("%q: %v, want 400 invalid_field", c.query, err)
+		}
+	}
+}

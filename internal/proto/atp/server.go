@@ -306,12 +306,12 @@ func (s *Server) agents(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	f := core.AgentFilter{Capability: q.Get("capability")}
 	now := s.relay.Clock().Now()
-	switch q.Get("alive") {
-	case "true", "1":
+	alive, err := httperr.QueryBool(r, "alive")
+	if err != nil {
+		return err
+	}
+	if alive {
 		f.AliveAt = now
-	case "", "false", "0":
-	default:
-		return bad(httperr.CodeInvalidField, "alive must be true or false")
 	}
 	if l := q.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
@@ -570,21 +570,15 @@ func (s *Server) pending(w http.ResponseWriter, r *http.Request) error {
 		}
 		limit = n
 	}
-	// A misspelt mode must not fall back to the pop, which counts the
-	// messages delivered as they are handed out.
-	var manual bool
-	switch q.Get("ack") {
-	case "", "auto":
-	case "manual":
-		manual = true
-	default:
-		return bad(httperr.CodeInvalidField, "ack must be auto (the default) or manual")
+	autoAck, err := core.ParseAckMode(q.Get("ack"))
+	if err != nil {
+		return err
 	}
 	vis, err := visibility(r, 0)
 	if err != nil {
 		return err
 	}
-	ms, err := s.relay.PullAs(r.Context(), caller(r), id, limit, vis, !manual)
+	ms, err := s.relay.PullAs(r.Context(), caller(r), id, limit, vis, autoAck)
 	if err != nil {
 		return err
 	}

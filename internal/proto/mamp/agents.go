@@ -42,12 +42,12 @@ func (s *Server) agentCard(w http.ResponseWriter, r *http.Request) error {
 // may list (core.Relay.ListAgents).
 func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) error {
 	f := core.AgentFilter{Capability: r.URL.Query().Get("capability")}
-	switch r.URL.Query().Get("alive") {
-	case "true", "1":
+	alive, err := httperr.QueryBool(r, "alive")
+	if err != nil {
+		return err
+	}
+	if alive {
 		f.AliveAt = s.relay.Clock().Now()
-	case "", "false", "0":
-	default:
-		return httperr.New(http.StatusBadRequest, httperr.CodeInvalidField, "alive must be true or false")
 	}
 	list, err := s.relay.ListAgents(r.Context(), caller(r), f)
 	if err != nil {
@@ -185,17 +185,11 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// A misspelt mode must not fall back to handing the messages out as
-	// delivered.
-	var manual bool
-	switch r.URL.Query().Get("ack") {
-	case "", "auto":
-	case "manual":
-		manual = true
-	default:
-		return httperr.New(http.StatusBadRequest, httperr.CodeInvalidField, "ack must be auto (the default) or manual")
+	autoAck, err := core.ParseAckMode(r.URL.Query().Get("ack"))
+	if err != nil {
+		return err
 	}
-	ms, err := s.relay.PullAs(r.Context(), caller(r), id, limit, 0, !manual)
+	ms, err := s.relay.PullAs(r.Context(), caller(r), id, limit, 0, autoAck)
 	if err != nil {
 		return err
 	}

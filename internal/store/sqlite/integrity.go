@@ -93,14 +93,11 @@ func inspect(dir string) error {
 		return &DamageError{Dir: dir, File: file, Problem: fmt.Sprintf(format, args...)}
 	}
 	var mk *marker
-	mkPath := ""
-	for _, name := range []string{markerFile, hiddenMarkerFile} {
-		if b, err := os.ReadFile(filepath.Join(dir, name)); err == nil {
-			mk, mkPath = new(marker), filepath.Join(dir, name)
-			if json.Unmarshal(b, mk) != nil {
-				mk.CreatedAt = time.Time{}
-			}
-			break
+	b, mkPath, _ := readMarkers(dir)
+	if b != nil {
+		mk = new(marker)
+		if json.Unmarshal(b, mk) != nil {
+			mk.CreatedAt = time.Time{}
 		}
 	}
 	created := func() string {
@@ -250,26 +247,37 @@ func readAhead(path string) {
 	}
 }
 
-// writeMarker records that the database was created here (once), in both
-// marker files.
-func writeMarker(dir string, now time.Time) error {
-	b, _ := json.Marshal(marker{CreatedAt: now.UTC(), Database: dbFile})
-	if old, err := os.ReadFile(filepath.Join(dir, markerFile)); err == nil {
-		b = old // the first start's time, into the hidden copy too
-	}
-	wrote := false
+// readMarkers returns the record of the first marker file there is (nil
+// if none), its path, and the marker files that are missing.
+func readMarkers(dir string) (rec []byte, path string, missing []string) {
 	for _, name := range []string{markerFile, hiddenMarkerFile} {
-		path := filepath.Join(dir, name)
-		if _, err := os.Stat(path); err == nil {
-			continue
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		switch {
+		case err != nil:
+			missing = append(missing, name)
+		case rec == nil:
+			rec, path = b, filepath.Join(dir, name)
 		}
-		if err := writeFileSynced(path, append(bytes.TrimSpace(b), '\n')); err != nil {
+	}
+	return rec, path, missing
+}
+
+// writeMarker records that the database was created here (once), in both
+// marker files; a missing one gets the other's record, so the first
+// start's time.
+func writeMarker(dir string, now time.Time) error {
+	rec, _, missing := readMarkers(dir)
+	if len(missing) == 0 {
+		return nil
+	}
+	if rec == nil {
+		rec, _ = json.Marshal(marker{CreatedAt: now.UTC(), Database: dbFile})
+	}
+	for _, name := range missing {
+		path := filepath.Join(dir, name)
+		if err := writeFileSynced(path, append(bytes.TrimSpace(rec), '\n')); err != nil {
 			return fmt.Errorf("sqlite: write %s: %w", path, err)
 		}
-		wrote = true
-	}
-	if !wrote {
-		return nil
 	}
 	return syncDir(dir)
 }
